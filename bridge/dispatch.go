@@ -1,0 +1,182 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+)
+
+var (
+	errInternal = &mapping.Error{Code: mapping.CodeInternalError, Message: msgInternalError}
+	// errNotDiscovered answers calls that arrive before discovery succeeded.
+	errNotDiscovered = &mapping.Error{
+		Code:    mapping.Code(codes.Unavailable),
+		Message: "the backend's services are not discovered yet; retry later",
+		Data:    []byte(`{"status":"UNAVAILABLE","details":[]}`),
+	}
+)
+
+// handle parses body and runs what it asks for.
+func (s *Server) handle(ctx context.Context, t *table, body, dst []byte) []byte {
+	b := body
+	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
+		b = b[3:] // a UTF-8 byte order mark, which RFC 8259 lets parsers ignore
+	}
+	b = b[skipSpace(b, 0):]
+	end, err := scanValue(b, 0, 0)
+	if err == nil && skipSpace(b, end) != len(b) {
+		err = errTrailing
+	}
+	if err != nil {
+		if len(b) == 0 {
+			err = errors.New("empty body")
+		}
+		return appendError(dst, nullID, &mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": " + err.Error()})
+	}
+	b = b[:end]
+	switch b[0] {
+	case '{':
+		r := parseRequest(b)
+		return s.call(ctx, t, &r, dst)
+	case '[':
+		return s.batch(ctx, t, b, dst)
+	}
+	return appendError(dst, nullID, invalidRequest("a request must be an object, or a batch an array of them"))
+}
+
+// call runs one request and appends its reply; a notification appends
+// nothing. A panic anywhere below becomes -32603 and a log line.
+func (s *Server) call(ctx context.Context, t *table, r *request, dst []byte) (out []byte) {
+	start := len(dst)
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic while handling a call", "method", string(r.method), "panic", p, "stack", string(debug.Stack()))
+			out = dst[:start]
+			if !r.notification() {
+				out = appendError(out, r.id, errInternal)
+			}
+		}
+	}()
+	if r.invalid != nil {
+		return appendError(dst, nullID, r.invalid)
+	}
+	h, resp, e := s.invoke(ctx, t, r)
+	if r.notification() {
+		return dst
+	}
+	if e != nil {
+		return appendError(dst, r.id, e)
+	}
+	dst = appendResultHead(dst, r.id)
+	dst, err := h.codec.AppendResult(dst, resp)
+	if err != nil {
+		s.log.Error("cannot encode a result", "method", h.name, "error", err)
+		return appendError(dst[:start], r.id, errInternal)
+	}
+	return append(dst, '}')
+}
+
+// invoke makes the backend call of r.
+func (s *Server) invoke(ctx context.Context, t *table, r *request) (*handle, proto.Message, *mapping.Error) {
+	if t == nil {
+		return nil, nil, errNotDiscovered
+	}
+	h, ok := t.methods[string(r.method)]
+	if !ok {
+		return nil, nil, methodNotFound(t, r.method)
+	}
+	req, e := h.codec.Request(r.params)
+	if e != nil {
+		return nil, nil, e
+	}
+	resp := h.codec.NewResponse()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	if err := s.conn.Invoke(ctx, h.path, req, resp); err != nil {
+		return nil, nil, s.statusError(ctx, h, err, t.resolver)
+	}
+	return h, resp, nil
+}
+
+func methodNotFound(t *table, name []byte) *mapping.Error {
+	e := &mapping.Error{Code: mapping.CodeMethodNotFound, Message: msgMethodNotFound}
+	data := append([]byte(`{"method":`), quote(name)...)
+	switch n := string(name); {
+	case t.streaming[n]:
+		data = append(data, `,"reason":"streaming methods are not served over HTTP POST yet"`...)
+	case strings.HasPrefix(n, reservedPrefix) && t.methods["."+n] != nil:
+		data = append(data, `,"reason":"names beginning with rpc. are reserved by JSON-RPC; this method is served as `...)
+		data = append(data, "."+n...)
+		data = append(data, '"')
+	}
+	e.Data = append(data, '}')
+	return e
+}
+
+// statusError maps a failed call to its JSON-RPC error. Statuses made by
+// the gRPC client itself (dial and transport failures, local deadlines)
+// carry Go error text, which is logged and replaced with a fixed message;
+// statuses from the backend keep its message.
+func (s *Server) statusError(ctx context.Context, h *handle, err error, res mapping.Resolver) *mapping.Error {
+	st := status.Convert(err)
+	if msg, local := localMessage(ctx, st); local {
+		s.log.Warn("backend call failed", "method", h.name, "code", st.Code().String(), "error", st.Message())
+		st = status.New(st.Code(), msg)
+	}
+	return mapping.StatusError(st, res)
+}
+
+// localMessage tells whether st was produced on the bridge's side of the
+// connection, and the fixed message to show instead.
+func localMessage(ctx context.Context, st *status.Status) (string, bool) {
+	switch ctx.Err() {
+	case context.DeadlineExceeded:
+		if st.Code() == codes.DeadlineExceeded {
+			return "the call's deadline expired", true
+		}
+	case context.Canceled:
+		if st.Code() == codes.Canceled {
+			return "the call was cancelled", true
+		}
+	}
+	msg := st.Message()
+	for _, p := range localPrefixes {
+		if strings.HasPrefix(msg, p) {
+			switch st.Code() {
+			case codes.Unavailable:
+				return "the backend is unavailable", true
+			case codes.ResourceExhausted:
+				return "a message is larger than the maximum message size", true
+			case codes.DeadlineExceeded:
+				return "the call's deadline expired", true
+			case codes.Canceled:
+				return "the call was cancelled", true
+			default:
+				return "the backend call failed", true
+			}
+		}
+	}
+	return "", false
+}
+
+// localPrefixes begin the messages of statuses that grpc-go's client makes
+// itself rather than receives.
+var localPrefixes = []string{
+	"grpc: ",
+	"connection error",
+	"last connection error",
+	"last resolver error",
+	"name resolver error",
+	"transport",
+	"error reading from server",
+	"context deadline exceeded",
+	"context canceled",
+	"dial",
+}

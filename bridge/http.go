@@ -1,0 +1,116 @@
+package bridge
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+)
+
+// bufPool recycles request bodies and replies.
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooled keeps one huge request from pinning its buffer forever.
+const maxPooled = 1 << 20
+
+// ServeHTTP serves JSON-RPC at POST /, liveness at GET /healthz and
+// readiness at GET /readyz.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("panic in HTTP handler", "panic", p, "stack", string(debug.Stack()))
+			writeJSON(w, http.StatusOK, appendError(nil, nullID, errInternal))
+		}
+	}()
+	switch r.URL.Path {
+	case "/":
+		s.serveRPC(w, r)
+	case "/healthz":
+		serveProbe(w, r, true, `{"status":"ok"}`)
+	case "/readyz":
+		if s.Ready() {
+			serveProbe(w, r, true, `{"status":"ready"}`)
+		} else {
+			serveProbe(w, r, false, `{"status":"discovering","reason":"the backend's services are not discovered yet"}`)
+		}
+	default:
+		writeJSON(w, http.StatusNotFound, []byte(`{"error":"not found: JSON-RPC is served at POST /"}`))
+	}
+}
+
+func serveProbe(w http.ResponseWriter, r *http.Request, ok bool, body string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method not allowed"}`))
+		return
+	}
+	code := http.StatusOK
+	if !ok {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, []byte(body))
+}
+
+func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSON(w, http.StatusMethodNotAllowed, appendError(nil, nullID,
+			invalidRequest("JSON-RPC calls are sent with HTTP POST")))
+		return
+	}
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		s.tooLarge(w)
+		return
+	}
+	in := bufPool.Get().(*bytes.Buffer)
+	defer putBuf(in)
+	in.Reset()
+	if _, err := in.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.tooLarge(w)
+			return
+		}
+		// The client stopped sending; there is nobody to read a reply.
+		s.log.Debug("cannot read a request body", "error", err)
+		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID,
+			&mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": the request body could not be read"}))
+		return
+	}
+	out := bufPool.Get().(*bytes.Buffer)
+	defer putBuf(out)
+	out.Reset()
+	reply := s.Handle(r.Context(), in.Bytes(), out.AvailableBuffer())
+	if len(reply) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	out.Write(reply) // keep the grown buffer for the pool
+	writeJSON(w, http.StatusOK, out.Bytes())
+}
+
+func (s *Server) tooLarge(w http.ResponseWriter) {
+	writeJSON(w, http.StatusRequestEntityTooLarge, appendError(nil, nullID, invalidRequest(
+		"the request body is larger than max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)")))
+}
+
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= maxPooled {
+		bufPool.Put(b)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(code)
+	w.Write(body)
+}
