@@ -306,3 +306,38 @@ func TestConcurrentCallsKeepTheirIDs(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestHostileBodies(t *testing.T) {
+	e := newEnv(t, bridge.Options{MaxBodyBytes: 8 << 20})
+	tests := []struct {
+		name, body string
+		wantCode   int64
+	}{
+		{"100000 levels of arrays", strings.Repeat("[", 100000) + strings.Repeat("]", 100000), -32700},
+		{"100000 levels of objects in params", `{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","id":1,"params":` + strings.Repeat(`{"a":`, 100000) + "1" + strings.Repeat("}", 100000) + "}", -32700},
+		{"invalid UTF-8 in a string", "{\"jsonrpc\":\"2.0\",\"method\":\"helloworld.Greeter.SayHello\",\"params\":{\"name\":\"\xff\xfe\"},\"id\":1}", -32700},
+		{"control character in a string", "{\"jsonrpc\":\"2.0\",\"method\":\"helloworld.Greeter.SayHello\",\"params\":{\"name\":\"a\x01\"},\"id\":1}", -32700},
+		{"400-digit field value", `{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"fInt64":` + strings.Repeat("9", 400) + `},"id":1}`, -32602},
+		{"400-digit id", `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":` + strings.Repeat("9", 400) + `}`, 0},
+		{"duplicate field in params", `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","params":{"name":"a","name":"b"},"id":1}`, -32602},
+		{"json and proto name of one field", `{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"fString":"a","f_string":"b"},"id":1}`, -32602},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.call(t, tt.body)
+			if got := errCode(t, r); got != tt.wantCode {
+				t.Errorf("got %v, want code %d", r, tt.wantCode)
+			}
+		})
+	}
+	t.Run("10 MB string", func(t *testing.T) {
+		code, body := e.post(t, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","params":{"name":"`+strings.Repeat("x", 10<<20)+`"},"id":1}`)
+		if code != http.StatusRequestEntityTooLarge {
+			t.Errorf("got HTTP %d %.200s, want 413", code, body)
+		}
+		// and the bridge still answers
+		if r := e.call(t, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`); errCode(t, r) != 0 {
+			t.Errorf("after: got %v", r)
+		}
+	})
+}
