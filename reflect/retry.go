@@ -1,0 +1,112 @@
+package reflect
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// Defaults of RetryOptions and the bound of each discovery attempt.
+const (
+	defaultMinBackoff = 100 * time.Millisecond
+	defaultMaxBackoff = 10 * time.Second
+	attemptTimeout    = 10 * time.Second
+)
+
+// RetryOptions tunes DiscoverWithRetry. The zero value is ready to use.
+type RetryOptions struct {
+	// MinBackoff is the wait after the first failure; zero means 100ms.
+	MinBackoff time.Duration
+	// MaxBackoff caps the wait between attempts; zero means 10s. A value
+	// below MinBackoff is raised to MinBackoff.
+	MaxBackoff time.Duration
+	// Logger receives a Warn record for every failed attempt; nil discards.
+	Logger *slog.Logger
+}
+
+// withDefaults fills the unset fields of o.
+func (o RetryOptions) withDefaults() RetryOptions {
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = defaultMinBackoff
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = defaultMaxBackoff
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = o.MinBackoff
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// DiscoverWithRetry calls Discover until it succeeds or ctx is done, waiting
+// an exponentially growing, jittered backoff between MinBackoff and
+// MaxBackoff after each failure. Each attempt is bounded by its own 10s
+// timeout so a stalled backend cannot hang discovery. Every failure is logged
+// at Warn with its attempt number. Once ctx is done it returns ctx.Err().
+func DiscoverWithRetry(ctx context.Context, conn grpc.ClientConnInterface, opts RetryOptions) (*Registry, error) {
+	return discoverWithRetry(ctx, conn, opts, attemptTimeout)
+}
+
+// discoverWithRetry is DiscoverWithRetry bounding each attempt by timeout.
+func discoverWithRetry(ctx context.Context, conn grpc.ClientConnInterface, opts RetryOptions, timeout time.Duration) (*Registry, error) {
+	opts = opts.withDefaults()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		reg, err := discoverOnce(ctx, conn, timeout)
+		if err == nil {
+			return reg, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		wait := backoff(attempt, opts.MinBackoff, opts.MaxBackoff)
+		opts.Logger.WarnContext(ctx, "reflect: discovery failed",
+			slog.Int("attempt", attempt), slog.Any("error", err), slog.Duration("retry_in", wait))
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// discoverOnce is one Discover bounded by timeout.
+func discoverOnce(ctx context.Context, conn grpc.ClientConnInterface, timeout time.Duration) (*Registry, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return Discover(ctx, conn)
+}
+
+// backoff is the wait after failed attempt number attempt (from 1): min
+// doubled per attempt, capped at max, then jittered down by up to half but
+// never below min.
+func backoff(attempt int, minWait, maxWait time.Duration) time.Duration {
+	d := minWait
+	for i := 1; i < attempt && d < maxWait; i++ {
+		if d > maxWait/2 {
+			d = maxWait
+			break
+		}
+		d *= 2
+	}
+	d = min(d, maxWait)
+	half := d / 2
+	d = half + rand.N(d-half+1)
+	return max(d, minWait)
+}
