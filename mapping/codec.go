@@ -1,0 +1,102 @@
+package mapping
+
+import (
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// Options tunes a Codec. The zero value gives the defaults.
+type Options struct {
+	// EmitUnpopulated makes results include fields that hold their zero
+	// value (0, "", false, [], {}, null). Unset, they are omitted.
+	EmitUnpopulated bool
+}
+
+// Codec is the prepared converter of one method: JSON params to its request
+// message, its response message to JSON. It is built once per discovery and
+// is safe for concurrent use.
+type Codec struct {
+	in        protoreflect.MessageType
+	out       protoreflect.MessageType
+	res       Resolver
+	unmarshal protojson.UnmarshalOptions
+	marshal   protojson.MarshalOptions
+}
+
+// NewCodec prepares the converter of md. Messages are dynamicpb messages of
+// md's input and output descriptors; res resolves the types of Any fields
+// (a nil res means NewResolver(nil)).
+func NewCodec(md protoreflect.MethodDescriptor, res Resolver, opts Options) *Codec {
+	if res == nil {
+		res = NewResolver(nil)
+	}
+	return &Codec{
+		in:        dynamicpb.NewMessageType(md.Input()),
+		out:       dynamicpb.NewMessageType(md.Output()),
+		res:       res,
+		unmarshal: protojson.UnmarshalOptions{Resolver: res},
+		marshal:   protojson.MarshalOptions{Resolver: res, EmitUnpopulated: opts.EmitUnpopulated},
+	}
+}
+
+// Request turns JSON-RPC params into the method's request message.
+//
+// Absent params (nil or empty) give an empty message. A JSON object is read
+// by protojson: both lowerCamelCase JSON names and proto field names are
+// accepted, unknown fields are rejected. Anything else, an array included,
+// is rejected. Every failure is an *Error with CodeInvalidParams whose
+// message names the field and the reason and whose Data is
+// {"field": "<dotted JSON path>", "reason": "<reason>"} ("field" is left
+// out when the problem is not in one field).
+func (c *Codec) Request(params []byte) (proto.Message, *Error) {
+	m := c.in.New().Interface()
+	if len(params) == 0 {
+		return m, nil
+	}
+	switch firstByte(params) {
+	case '{':
+		if err := c.unmarshal.Unmarshal(params, m); err != nil {
+			return nil, c.diagnose(params, err)
+		}
+		return m, nil
+	case '[':
+		return nil, invalidParams("", "params must be an object of named fields (by-name), not an array")
+	default:
+		return nil, invalidParams("", "params must be an object of named fields, got "+jsonKind(params, skipSpace(params, 0)))
+	}
+}
+
+// NewResponse returns a new, empty response message for the method.
+func (c *Codec) NewResponse() proto.Message {
+	return c.out.New().Interface()
+}
+
+// AppendResult appends the protojson form of m to dst. 64-bit integers are
+// JSON strings, as protojson writes them.
+func (c *Codec) AppendResult(dst []byte, m proto.Message) ([]byte, error) {
+	return c.marshal.MarshalAppend(dst, m)
+}
+
+// firstByte returns the first non-whitespace byte of b, or 0.
+func firstByte(b []byte) byte {
+	if i := skipSpace(b, 0); i < len(b) {
+		return b[i]
+	}
+	return 0
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
