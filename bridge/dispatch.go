@@ -67,6 +67,12 @@ func (s *Server) call(ctx context.Context, t *table, r *request, dst []byte) (ou
 	if r.invalid != nil {
 		return appendError(dst, nullID, r.invalid)
 	}
+	if string(r.method) == discoverMethod {
+		if r.notification() {
+			return dst
+		}
+		return s.discover(t, r, dst)
+	}
 	h, resp, e := s.invoke(ctx, t, r)
 	if r.notification() {
 		return dst

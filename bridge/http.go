@@ -32,6 +32,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/":
 		s.serveRPC(w, r)
+	case "/openrpc.json":
+		s.serveDocument(w, r)
 	case "/healthz":
 		serveProbe(w, r, true, `{"status":"ok"}`)
 	case "/readyz":

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
 // Defaults for the zero values of Options.
@@ -80,7 +78,7 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 // Update prepares every method of c for calls and then swaps it in at
 // once: calls that started before keep the table they started with.
 func (s *Server) Update(c Catalog) {
-	s.table.Store(newTable(c, mapping.Options{EmitUnpopulated: s.opts.EmitUnpopulated}))
+	s.table.Store(newTable(c, s.opts))
 }
 
 // Ready reports whether the backend's methods have been discovered.

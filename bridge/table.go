@@ -34,6 +34,7 @@ type table struct {
 	methods   map[string]*handle
 	streaming map[string]bool // streaming methods, not callable over HTTP
 	resolver  mapping.Resolver
+	document  []byte // the OpenRPC document, served by rpc.discover
 }
 
 // MethodName returns the JSON-RPC name of a gRPC method: its fully
@@ -48,7 +49,7 @@ func MethodName(md protoreflect.MethodDescriptor) string {
 	return name
 }
 
-func newTable(c Catalog, opts mapping.Options) *table {
+func newTable(c Catalog, opts Options) *table {
 	mds := c.Methods()
 	t := &table{
 		methods:   make(map[string]*handle, len(mds)),
@@ -64,8 +65,9 @@ func newTable(c Catalog, opts mapping.Options) *table {
 		t.methods[name] = &handle{
 			name:  name,
 			path:  "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
-			codec: mapping.NewCodec(md, t.resolver, opts),
+			codec: mapping.NewCodec(md, t.resolver, mapping.Options{EmitUnpopulated: opts.EmitUnpopulated}),
 		}
 	}
+	t.document = buildDocument(c, opts)
 	return t
 }

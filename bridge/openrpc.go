@@ -1,0 +1,52 @@
+package bridge
+
+import (
+	"net/http"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+)
+
+// discoverMethod is the OpenRPC service discovery method.
+const discoverMethod = "rpc.discover"
+
+// buildDocument renders the OpenRPC document of c, once per Update.
+func buildDocument(c Catalog, opts Options) []byte {
+	// Filled in by the OpenRPC work (issue 3).
+	return nil
+}
+
+// discover answers rpc.discover with the document of t.
+func (s *Server) discover(t *table, r *request, dst []byte) []byte {
+	switch {
+	case t == nil:
+		return appendError(dst, r.id, errNotDiscovered)
+	case len(r.params) > 2 && !isEmptyStructure(r.params):
+		return appendError(dst, r.id, &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": rpc.discover takes no params"})
+	case t.document == nil:
+		return appendError(dst, r.id, errInternal)
+	}
+	dst = appendResultHead(dst, r.id)
+	dst = append(dst, t.document...)
+	return append(dst, '}')
+}
+
+// isEmptyStructure reports whether b, a JSON object or array, has no members.
+func isEmptyStructure(b []byte) bool {
+	i := skipSpace(b, 1)
+	return i < len(b) && (b[i] == '}' || b[i] == ']')
+}
+
+// serveDocument answers GET /openrpc.json.
+func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method not allowed"}`))
+		return
+	}
+	t := s.table.Load()
+	if t == nil || t.document == nil {
+		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"error":"the backend's services are not discovered yet"}`))
+		return
+	}
+	writeJSON(w, http.StatusOK, t.document)
+}
