@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of run.
+const (
+	exitOK      = 0 // clean shutdown
+	exitFailure = 1 // the bridge failed while running
+	exitUsage   = 2 // bad arguments, flags or configuration
+)
+
+// exitError carries the exit code of an error returned by a subcommand.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError marks err as the user's to fix: exit code 2.
+func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
+
+// failure marks err as a runtime failure: exit code 1.
+func failure(err error) error { return &exitError{code: exitFailure, err: err} }
+
+// run executes the command line args and returns the process exit code.
+// It returns when ctx is done and everything it started has stopped.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "grpc-jsonrpc-bridge: %v\n", err)
+	var e *exitError
+	if errors.As(err, &e) {
+		if e.code == exitUsage {
+			fmt.Fprintf(stderr, "Run 'grpc-jsonrpc-bridge --help' for usage.\n")
+		}
+		return e.code
+	}
+	// Errors of cobra's own: an unknown command or flag, bad arguments.
+	fmt.Fprintf(stderr, "Run 'grpc-jsonrpc-bridge --help' for usage.\n")
+	return exitUsage
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "grpc-jsonrpc-bridge",
+		Short: "A JSON-RPC 2.0 front for any gRPC backend",
+		Long: "grpc-jsonrpc-bridge discovers a gRPC backend's services by server reflection and\n" +
+			"serves each unary method as a JSON-RPC 2.0 method named <package>.<Service>.<Method>\n" +
+			"at POST /, with liveness at GET /healthz and readiness at GET /readyz.",
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return usageError(errors.New("missing command: try serve or demo"))
+		},
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newServeCmd(stderr), newDemoCmd(stdout, stderr), newVersionCmd(stdout))
+	return root
+}
