@@ -23,6 +23,9 @@ type Codec struct {
 	res       Resolver
 	unmarshal protojson.UnmarshalOptions
 	marshal   protojson.MarshalOptions
+	// inPlan and outPlan are the fast paths between JSON and wire bytes,
+	// nil where the message types need the general path.
+	inPlan, outPlan *plan
 }
 
 // NewCodec prepares the converter of md. Messages are dynamicpb messages of
@@ -32,13 +35,56 @@ func NewCodec(md protoreflect.MethodDescriptor, res Resolver, opts Options) *Cod
 	if res == nil {
 		res = NewResolver(nil)
 	}
-	return &Codec{
+	c := &Codec{
 		in:        dynamicpb.NewMessageType(md.Input()),
 		out:       dynamicpb.NewMessageType(md.Output()),
 		res:       res,
 		unmarshal: protojson.UnmarshalOptions{Resolver: res},
 		marshal:   protojson.MarshalOptions{Resolver: res, EmitUnpopulated: opts.EmitUnpopulated},
+		inPlan:    newPlan(md.Input()),
 	}
+	if !opts.EmitUnpopulated {
+		c.outPlan = newPlan(md.Output())
+	}
+	return c
+}
+
+// AppendRequest appends to dst the protobuf wire form of the request
+// message that params make, with the same rules and errors as Request.
+// Plain messages are transcoded without building a message.
+func (c *Codec) AppendRequest(dst, params []byte) ([]byte, *Error) {
+	if len(params) == 0 {
+		return dst, nil
+	}
+	if c.inPlan != nil {
+		if out, ok := c.inPlan.appendRequest(dst, params); ok {
+			return out, nil
+		}
+	}
+	m, e := c.Request(params)
+	if e != nil {
+		return dst, e
+	}
+	out, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
+	if err != nil {
+		return dst, invalidParams("", "the params do not make a complete request message")
+	}
+	return out, nil
+}
+
+// AppendResultWire appends to dst the protojson form of the response
+// message whose wire form is wire, as AppendResult would write it.
+func (c *Codec) AppendResultWire(dst, wire []byte) ([]byte, error) {
+	if c.outPlan != nil {
+		if out, ok := c.outPlan.appendResult(dst, wire); ok {
+			return out, nil
+		}
+	}
+	m := c.out.New().Interface()
+	if err := (proto.UnmarshalOptions{Resolver: c.res}).Unmarshal(wire, m); err != nil {
+		return dst, err
+	}
+	return c.marshal.MarshalAppend(dst, m)
 }
 
 // Request turns JSON-RPC params into the method's request message.

@@ -9,10 +9,12 @@ mkdir -p "$bin"
 GOBIN="$bin" GOFLAGS= go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 GOBIN="$bin" GOFLAGS= go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 export PATH="$bin:$PATH"
+# the descriptor set holds the demo and test services; echo.proto is only
+# for the Go benchmarks.
 files=(helloworld/helloworld.proto demo/v1/notes.proto testpb/v1/test.proto testpb/rpcops/ops.proto)
 protoc -I . \
   --go_out=. --go_opt=paths=source_relative \
   --go-grpc_out=. --go-grpc_opt=paths=source_relative \
-  "${files[@]}"
+  "${files[@]}" testpb/echo/echo.proto
 protoc -I . --include_imports --include_source_info \
   --descriptor_set_out=testpb/test.protoset "${files[@]}"
