@@ -119,7 +119,7 @@ func (p *planner) build(md protoreflect.MessageDescriptor) *plan {
 	pl.fields = make([]field, fds.Len())
 	for i := range fds.Len() {
 		fd := fds.Get(i)
-		if fd.IsMap() || fd.IsExtension() || fd.Cardinality() == protoreflect.Required || fd.IsWeak() || fd.Kind() == protoreflect.GroupKind {
+		if fd.IsMap() || fd.IsExtension() || fd.Cardinality() == protoreflect.Required || fd.Kind() == protoreflect.GroupKind {
 			p.bad[md.FullName()] = true
 			return pl
 		}
