@@ -552,6 +552,163 @@ func (x *Counter) GetValue() int64 {
 	return 0
 }
 
+type WatchNotesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tags  []string               `protobuf:"bytes,1,rep,name=tags,proto3" json:"tags,omitempty"`
+	// follow keeps the stream open for notes created later.
+	Follow        bool `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchNotesRequest) Reset() {
+	*x = WatchNotesRequest{}
+	mi := &file_demo_v1_notes_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchNotesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchNotesRequest) ProtoMessage() {}
+
+func (x *WatchNotesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_demo_v1_notes_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchNotesRequest.ProtoReflect.Descriptor instead.
+func (*WatchNotesRequest) Descriptor() ([]byte, []int) {
+	return file_demo_v1_notes_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WatchNotesRequest) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *WatchNotesRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type ImportNotesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportNotesResponse) Reset() {
+	*x = ImportNotesResponse{}
+	mi := &file_demo_v1_notes_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportNotesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportNotesResponse) ProtoMessage() {}
+
+func (x *ImportNotesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_demo_v1_notes_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportNotesResponse.ProtoReflect.Descriptor instead.
+func (*ImportNotesResponse) Descriptor() ([]byte, []int) {
+	return file_demo_v1_notes_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ImportNotesResponse) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *ImportNotesResponse) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type TagNoteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Tag           string                 `protobuf:"bytes,2,opt,name=tag,proto3" json:"tag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TagNoteRequest) Reset() {
+	*x = TagNoteRequest{}
+	mi := &file_demo_v1_notes_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TagNoteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TagNoteRequest) ProtoMessage() {}
+
+func (x *TagNoteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_demo_v1_notes_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TagNoteRequest.ProtoReflect.Descriptor instead.
+func (*TagNoteRequest) Descriptor() ([]byte, []int) {
+	return file_demo_v1_notes_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TagNoteRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TagNoteRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
 var File_demo_v1_notes_proto protoreflect.FileDescriptor
 
 const file_demo_v1_notes_proto_rawDesc = "" +
@@ -587,12 +744,21 @@ const file_demo_v1_notes_proto_rawDesc = "" +
 	"\x05delta\x18\x01 \x01(\x03R\x05delta\"\x13\n" +
 	"\x11GetCounterRequest\"\x1f\n" +
 	"\aCounter\x12\x14\n" +
-	"\x05value\x18\x01 \x01(\x03R\x05value*^\n" +
+	"\x05value\x18\x01 \x01(\x03R\x05value\"?\n" +
+	"\x11WatchNotesRequest\x12\x12\n" +
+	"\x04tags\x18\x01 \x03(\tR\x04tags\x12\x16\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\"=\n" +
+	"\x13ImportNotesResponse\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"2\n" +
+	"\x0eTagNoteRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03tag\x18\x02 \x01(\tR\x03tag*^\n" +
 	"\bPriority\x12\x18\n" +
 	"\x14PRIORITY_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPRIORITY_LOW\x10\x01\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x02\x12\x11\n" +
-	"\rPRIORITY_HIGH\x10\x032\xad\x02\n" +
+	"\rPRIORITY_HIGH\x10\x032\xeb\x03\n" +
 	"\x05Notes\x127\n" +
 	"\n" +
 	"CreateNote\x12\x1a.demo.v1.CreateNoteRequest\x1a\r.demo.v1.Note\x121\n" +
@@ -600,7 +766,11 @@ const file_demo_v1_notes_proto_rawDesc = "" +
 	"\tListNotes\x12\x19.demo.v1.ListNotesRequest\x1a\x1a.demo.v1.ListNotesResponse\x128\n" +
 	"\tIncrement\x12\x19.demo.v1.IncrementRequest\x1a\x10.demo.v1.Counter\x12:\n" +
 	"\n" +
-	"GetCounter\x12\x1a.demo.v1.GetCounterRequest\x1a\x10.demo.v1.CounterBIZGgithub.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1;demov1b\x06proto3"
+	"GetCounter\x12\x1a.demo.v1.GetCounterRequest\x1a\x10.demo.v1.Counter\x129\n" +
+	"\n" +
+	"WatchNotes\x12\x1a.demo.v1.WatchNotesRequest\x1a\r.demo.v1.Note0\x01\x12I\n" +
+	"\vImportNotes\x12\x1a.demo.v1.CreateNoteRequest\x1a\x1c.demo.v1.ImportNotesResponse(\x01\x126\n" +
+	"\bTagNotes\x12\x17.demo.v1.TagNoteRequest\x1a\r.demo.v1.Note(\x010\x01BIZGgithub.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1;demov1b\x06proto3"
 
 var (
 	file_demo_v1_notes_proto_rawDescOnce sync.Once
@@ -615,7 +785,7 @@ func file_demo_v1_notes_proto_rawDescGZIP() []byte {
 }
 
 var file_demo_v1_notes_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_demo_v1_notes_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_demo_v1_notes_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_demo_v1_notes_proto_goTypes = []any{
 	(Priority)(0),                 // 0: demo.v1.Priority
 	(*Author)(nil),                // 1: demo.v1.Author
@@ -627,14 +797,17 @@ var file_demo_v1_notes_proto_goTypes = []any{
 	(*IncrementRequest)(nil),      // 7: demo.v1.IncrementRequest
 	(*GetCounterRequest)(nil),     // 8: demo.v1.GetCounterRequest
 	(*Counter)(nil),               // 9: demo.v1.Counter
-	nil,                           // 10: demo.v1.Note.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*WatchNotesRequest)(nil),     // 10: demo.v1.WatchNotesRequest
+	(*ImportNotesResponse)(nil),   // 11: demo.v1.ImportNotesResponse
+	(*TagNoteRequest)(nil),        // 12: demo.v1.TagNoteRequest
+	nil,                           // 13: demo.v1.Note.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_demo_v1_notes_proto_depIdxs = []int32{
-	10, // 0: demo.v1.Note.labels:type_name -> demo.v1.Note.LabelsEntry
+	13, // 0: demo.v1.Note.labels:type_name -> demo.v1.Note.LabelsEntry
 	0,  // 1: demo.v1.Note.priority:type_name -> demo.v1.Priority
 	1,  // 2: demo.v1.Note.author:type_name -> demo.v1.Author
-	11, // 3: demo.v1.Note.created_at:type_name -> google.protobuf.Timestamp
+	14, // 3: demo.v1.Note.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 4: demo.v1.CreateNoteRequest.note:type_name -> demo.v1.Note
 	2,  // 5: demo.v1.ListNotesResponse.notes:type_name -> demo.v1.Note
 	3,  // 6: demo.v1.Notes.CreateNote:input_type -> demo.v1.CreateNoteRequest
@@ -642,13 +815,19 @@ var file_demo_v1_notes_proto_depIdxs = []int32{
 	5,  // 8: demo.v1.Notes.ListNotes:input_type -> demo.v1.ListNotesRequest
 	7,  // 9: demo.v1.Notes.Increment:input_type -> demo.v1.IncrementRequest
 	8,  // 10: demo.v1.Notes.GetCounter:input_type -> demo.v1.GetCounterRequest
-	2,  // 11: demo.v1.Notes.CreateNote:output_type -> demo.v1.Note
-	2,  // 12: demo.v1.Notes.GetNote:output_type -> demo.v1.Note
-	6,  // 13: demo.v1.Notes.ListNotes:output_type -> demo.v1.ListNotesResponse
-	9,  // 14: demo.v1.Notes.Increment:output_type -> demo.v1.Counter
-	9,  // 15: demo.v1.Notes.GetCounter:output_type -> demo.v1.Counter
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
+	10, // 11: demo.v1.Notes.WatchNotes:input_type -> demo.v1.WatchNotesRequest
+	3,  // 12: demo.v1.Notes.ImportNotes:input_type -> demo.v1.CreateNoteRequest
+	12, // 13: demo.v1.Notes.TagNotes:input_type -> demo.v1.TagNoteRequest
+	2,  // 14: demo.v1.Notes.CreateNote:output_type -> demo.v1.Note
+	2,  // 15: demo.v1.Notes.GetNote:output_type -> demo.v1.Note
+	6,  // 16: demo.v1.Notes.ListNotes:output_type -> demo.v1.ListNotesResponse
+	9,  // 17: demo.v1.Notes.Increment:output_type -> demo.v1.Counter
+	9,  // 18: demo.v1.Notes.GetCounter:output_type -> demo.v1.Counter
+	2,  // 19: demo.v1.Notes.WatchNotes:output_type -> demo.v1.Note
+	11, // 20: demo.v1.Notes.ImportNotes:output_type -> demo.v1.ImportNotesResponse
+	2,  // 21: demo.v1.Notes.TagNotes:output_type -> demo.v1.Note
+	14, // [14:22] is the sub-list for method output_type
+	6,  // [6:14] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -665,7 +844,7 @@ func file_demo_v1_notes_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_demo_v1_notes_proto_rawDesc), len(file_demo_v1_notes_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

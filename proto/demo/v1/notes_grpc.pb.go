@@ -22,11 +22,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Notes_CreateNote_FullMethodName = "/demo.v1.Notes/CreateNote"
-	Notes_GetNote_FullMethodName    = "/demo.v1.Notes/GetNote"
-	Notes_ListNotes_FullMethodName  = "/demo.v1.Notes/ListNotes"
-	Notes_Increment_FullMethodName  = "/demo.v1.Notes/Increment"
-	Notes_GetCounter_FullMethodName = "/demo.v1.Notes/GetCounter"
+	Notes_CreateNote_FullMethodName  = "/demo.v1.Notes/CreateNote"
+	Notes_GetNote_FullMethodName     = "/demo.v1.Notes/GetNote"
+	Notes_ListNotes_FullMethodName   = "/demo.v1.Notes/ListNotes"
+	Notes_Increment_FullMethodName   = "/demo.v1.Notes/Increment"
+	Notes_GetCounter_FullMethodName  = "/demo.v1.Notes/GetCounter"
+	Notes_WatchNotes_FullMethodName  = "/demo.v1.Notes/WatchNotes"
+	Notes_ImportNotes_FullMethodName = "/demo.v1.Notes/ImportNotes"
+	Notes_TagNotes_FullMethodName    = "/demo.v1.Notes/TagNotes"
 )
 
 // NotesClient is the client API for Notes service.
@@ -49,6 +52,17 @@ type NotesClient interface {
 	Increment(ctx context.Context, in *IncrementRequest, opts ...grpc.CallOption) (*Counter, error)
 	// GetCounter returns the shared counter.
 	GetCounter(ctx context.Context, in *GetCounterRequest, opts ...grpc.CallOption) (*Counter, error)
+	// WatchNotes streams the notes that carry all the given tags, ordered by
+	// id. With follow set it then keeps the stream open and sends every
+	// matching note as it is created, until the call is cancelled.
+	WatchNotes(ctx context.Context, in *WatchNotesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Note], error)
+	// ImportNotes creates one note per request, in order, and returns their
+	// ids. A note without a title stops the import with INVALID_ARGUMENT;
+	// the notes before it stay created.
+	ImportNotes(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[CreateNoteRequest, ImportNotesResponse], error)
+	// TagNotes adds a tag to a note for every request and answers each with
+	// the updated note. An unknown id ends the stream with NOT_FOUND.
+	TagNotes(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TagNoteRequest, Note], error)
 }
 
 type notesClient struct {
@@ -109,6 +123,51 @@ func (c *notesClient) GetCounter(ctx context.Context, in *GetCounterRequest, opt
 	return out, nil
 }
 
+func (c *notesClient) WatchNotes(ctx context.Context, in *WatchNotesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Note], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Notes_ServiceDesc.Streams[0], Notes_WatchNotes_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchNotesRequest, Note]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Notes_WatchNotesClient = grpc.ServerStreamingClient[Note]
+
+func (c *notesClient) ImportNotes(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[CreateNoteRequest, ImportNotesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Notes_ServiceDesc.Streams[1], Notes_ImportNotes_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CreateNoteRequest, ImportNotesResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Notes_ImportNotesClient = grpc.ClientStreamingClient[CreateNoteRequest, ImportNotesResponse]
+
+func (c *notesClient) TagNotes(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TagNoteRequest, Note], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Notes_ServiceDesc.Streams[2], Notes_TagNotes_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TagNoteRequest, Note]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Notes_TagNotesClient = grpc.BidiStreamingClient[TagNoteRequest, Note]
+
 // NotesServer is the server API for Notes service.
 // All implementations must embed UnimplementedNotesServer
 // for forward compatibility.
@@ -129,6 +188,17 @@ type NotesServer interface {
 	Increment(context.Context, *IncrementRequest) (*Counter, error)
 	// GetCounter returns the shared counter.
 	GetCounter(context.Context, *GetCounterRequest) (*Counter, error)
+	// WatchNotes streams the notes that carry all the given tags, ordered by
+	// id. With follow set it then keeps the stream open and sends every
+	// matching note as it is created, until the call is cancelled.
+	WatchNotes(*WatchNotesRequest, grpc.ServerStreamingServer[Note]) error
+	// ImportNotes creates one note per request, in order, and returns their
+	// ids. A note without a title stops the import with INVALID_ARGUMENT;
+	// the notes before it stay created.
+	ImportNotes(grpc.ClientStreamingServer[CreateNoteRequest, ImportNotesResponse]) error
+	// TagNotes adds a tag to a note for every request and answers each with
+	// the updated note. An unknown id ends the stream with NOT_FOUND.
+	TagNotes(grpc.BidiStreamingServer[TagNoteRequest, Note]) error
 	mustEmbedUnimplementedNotesServer()
 }
 
@@ -153,6 +223,15 @@ func (UnimplementedNotesServer) Increment(context.Context, *IncrementRequest) (*
 }
 func (UnimplementedNotesServer) GetCounter(context.Context, *GetCounterRequest) (*Counter, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCounter not implemented")
+}
+func (UnimplementedNotesServer) WatchNotes(*WatchNotesRequest, grpc.ServerStreamingServer[Note]) error {
+	return status.Error(codes.Unimplemented, "method WatchNotes not implemented")
+}
+func (UnimplementedNotesServer) ImportNotes(grpc.ClientStreamingServer[CreateNoteRequest, ImportNotesResponse]) error {
+	return status.Error(codes.Unimplemented, "method ImportNotes not implemented")
+}
+func (UnimplementedNotesServer) TagNotes(grpc.BidiStreamingServer[TagNoteRequest, Note]) error {
+	return status.Error(codes.Unimplemented, "method TagNotes not implemented")
 }
 func (UnimplementedNotesServer) mustEmbedUnimplementedNotesServer() {}
 func (UnimplementedNotesServer) testEmbeddedByValue()               {}
@@ -265,6 +344,31 @@ func _Notes_GetCounter_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Notes_WatchNotes_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchNotesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(NotesServer).WatchNotes(m, &grpc.GenericServerStream[WatchNotesRequest, Note]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Notes_WatchNotesServer = grpc.ServerStreamingServer[Note]
+
+func _Notes_ImportNotes_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NotesServer).ImportNotes(&grpc.GenericServerStream[CreateNoteRequest, ImportNotesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Notes_ImportNotesServer = grpc.ClientStreamingServer[CreateNoteRequest, ImportNotesResponse]
+
+func _Notes_TagNotes_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NotesServer).TagNotes(&grpc.GenericServerStream[TagNoteRequest, Note]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Notes_TagNotesServer = grpc.BidiStreamingServer[TagNoteRequest, Note]
+
 // Notes_ServiceDesc is the grpc.ServiceDesc for Notes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -293,6 +397,23 @@ var Notes_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Notes_GetCounter_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchNotes",
+			Handler:       _Notes_WatchNotes_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ImportNotes",
+			Handler:       _Notes_ImportNotes_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "TagNotes",
+			Handler:       _Notes_TagNotes_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "demo/v1/notes.proto",
 }

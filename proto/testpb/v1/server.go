@@ -2,11 +2,15 @@ package testv1
 
 import (
 	"context"
+	"errors"
+	"io"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -19,13 +23,14 @@ import (
 type Server struct {
 	UnimplementedTestServiceServer
 
-	mu     sync.Mutex
-	counts map[string]int64
+	mu        sync.Mutex
+	counts    map[string]int64
+	cancelled map[string]chan struct{} // closed when the stream of that key sees its context end
 }
 
 // NewServer returns a Server with all counters at zero.
 func NewServer() *Server {
-	return &Server{counts: make(map[string]int64)}
+	return &Server{counts: make(map[string]int64), cancelled: make(map[string]chan struct{})}
 }
 
 // Echo returns a copy of its request.
@@ -111,4 +116,118 @@ func (s *Server) Calls(key string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.counts[key]
+}
+
+// Cancelled returns a channel that is closed once a stream call carrying
+// key has seen its context cancelled or expire, for tests that check that
+// a cancellation reaches the backend.
+func (s *Server) Cancelled(key string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelledLocked(key)
+}
+
+func (s *Server) cancelledLocked(key string) chan struct{} {
+	ch, ok := s.cancelled[key]
+	if !ok {
+		ch = make(chan struct{})
+		s.cancelled[key] = ch
+	}
+	return ch
+}
+
+// noteEnd records that the stream of key ended; when ctx has ended too,
+// its Cancelled channel is closed.
+func (s *Server) noteEnd(ctx context.Context, key string) {
+	if ctx.Err() == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.cancelledLocked(key)
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// ServerStream sends req.Count messages with seq 1..Count and a payload
+// of req.PayloadSize bytes. With req.FailCode set it ends with that status
+// after req.FailAfter messages; with req.Hold it waits for the call to be
+// cancelled after the last message.
+func (s *Server) ServerStream(req *StreamRequest, stream grpc.ServerStreamingServer[StreamReply]) error {
+	ctx := stream.Context()
+	defer s.noteEnd(ctx, req.GetKey())
+	payload := strings.Repeat("x", int(max(req.GetPayloadSize(), 0)))
+	for i := int32(1); i <= req.GetCount(); i++ {
+		if req.GetFailCode() != 0 && i > req.GetFailAfter() {
+			break
+		}
+		if err := stream.Send(&StreamReply{Seq: i, Payload: payload}); err != nil {
+			return err
+		}
+	}
+	if req.GetFailCode() != 0 {
+		return status.Errorf(codes.Code(req.GetFailCode()), "failed after %d messages", req.GetFailAfter())
+	}
+	if req.GetHold() {
+		<-ctx.Done()
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return nil
+}
+
+// ClientStream reads items until the client half-closes and answers with
+// their count and texts. An item with a fail code ends the call with that
+// status at once.
+func (s *Server) ClientStream(stream grpc.ClientStreamingServer[StreamItem, StreamSummary]) error {
+	ctx := stream.Context()
+	var key string
+	defer func() { s.noteEnd(ctx, key) }()
+	sum := &StreamSummary{}
+	for {
+		item, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(sum)
+		}
+		if err != nil {
+			return err
+		}
+		if item.GetKey() != "" {
+			key = item.GetKey()
+		}
+		if item.GetFailCode() != 0 {
+			return status.Errorf(codes.Code(item.GetFailCode()), "item %d failed", item.GetSeq())
+		}
+		sum.Count++
+		sum.Texts = append(sum.Texts, item.GetText())
+	}
+}
+
+// BidiStream answers every item with one of the same seq and text until
+// the client half-closes. An item with a fail code ends the call with that
+// status instead.
+func (s *Server) BidiStream(stream grpc.BidiStreamingServer[StreamItem, StreamItem]) error {
+	ctx := stream.Context()
+	var key string
+	defer func() { s.noteEnd(ctx, key) }()
+	for {
+		item, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if item.GetKey() != "" {
+			key = item.GetKey()
+		}
+		if item.GetFailCode() != 0 {
+			return status.Errorf(codes.Code(item.GetFailCode()), "item %d failed", item.GetSeq())
+		}
+		if err := stream.Send(&StreamItem{Seq: item.GetSeq(), Text: item.GetText()}); err != nil {
+			return err
+		}
+	}
 }

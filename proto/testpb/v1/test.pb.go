@@ -837,6 +837,273 @@ func (x *CountReply) GetCount() int64 {
 	return 0
 }
 
+// StreamRequest shapes the stream ServerStream sends.
+type StreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// count is the number of messages to send.
+	Count int32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// fail_code, when not 0, ends the stream with that status after
+	// fail_after messages.
+	FailCode  int32 `protobuf:"varint,2,opt,name=fail_code,json=failCode,proto3" json:"fail_code,omitempty"`
+	FailAfter int32 `protobuf:"varint,3,opt,name=fail_after,json=failAfter,proto3" json:"fail_after,omitempty"`
+	// payload_size is the length of every message's payload.
+	PayloadSize int32 `protobuf:"varint,4,opt,name=payload_size,json=payloadSize,proto3" json:"payload_size,omitempty"`
+	// key names the stream in the server's records of cancelled streams.
+	Key string `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
+	// hold keeps the stream open after the last message until the call is
+	// cancelled.
+	Hold          bool `protobuf:"varint,6,opt,name=hold,proto3" json:"hold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamRequest) Reset() {
+	*x = StreamRequest{}
+	mi := &file_testpb_v1_test_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamRequest) ProtoMessage() {}
+
+func (x *StreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_testpb_v1_test_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamRequest.ProtoReflect.Descriptor instead.
+func (*StreamRequest) Descriptor() ([]byte, []int) {
+	return file_testpb_v1_test_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *StreamRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *StreamRequest) GetFailCode() int32 {
+	if x != nil {
+		return x.FailCode
+	}
+	return 0
+}
+
+func (x *StreamRequest) GetFailAfter() int32 {
+	if x != nil {
+		return x.FailAfter
+	}
+	return 0
+}
+
+func (x *StreamRequest) GetPayloadSize() int32 {
+	if x != nil {
+		return x.PayloadSize
+	}
+	return 0
+}
+
+func (x *StreamRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StreamRequest) GetHold() bool {
+	if x != nil {
+		return x.Hold
+	}
+	return false
+}
+
+type StreamReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           int32                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Payload       string                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamReply) Reset() {
+	*x = StreamReply{}
+	mi := &file_testpb_v1_test_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamReply) ProtoMessage() {}
+
+func (x *StreamReply) ProtoReflect() protoreflect.Message {
+	mi := &file_testpb_v1_test_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamReply.ProtoReflect.Descriptor instead.
+func (*StreamReply) Descriptor() ([]byte, []int) {
+	return file_testpb_v1_test_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StreamReply) GetSeq() int32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *StreamReply) GetPayload() string {
+	if x != nil {
+		return x.Payload
+	}
+	return ""
+}
+
+// StreamItem is one message of ClientStream and BidiStream.
+type StreamItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   int32                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Text  string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// key names the stream in the server's records of cancelled streams.
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// fail_code, when not 0, ends the call with that status.
+	FailCode      int32 `protobuf:"varint,4,opt,name=fail_code,json=failCode,proto3" json:"fail_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamItem) Reset() {
+	*x = StreamItem{}
+	mi := &file_testpb_v1_test_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamItem) ProtoMessage() {}
+
+func (x *StreamItem) ProtoReflect() protoreflect.Message {
+	mi := &file_testpb_v1_test_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamItem.ProtoReflect.Descriptor instead.
+func (*StreamItem) Descriptor() ([]byte, []int) {
+	return file_testpb_v1_test_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *StreamItem) GetSeq() int32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *StreamItem) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *StreamItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StreamItem) GetFailCode() int32 {
+	if x != nil {
+		return x.FailCode
+	}
+	return 0
+}
+
+type StreamSummary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         int32                  `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	Texts         []string               `protobuf:"bytes,2,rep,name=texts,proto3" json:"texts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamSummary) Reset() {
+	*x = StreamSummary{}
+	mi := &file_testpb_v1_test_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamSummary) ProtoMessage() {}
+
+func (x *StreamSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_testpb_v1_test_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamSummary.ProtoReflect.Descriptor instead.
+func (*StreamSummary) Descriptor() ([]byte, []int) {
+	return file_testpb_v1_test_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *StreamSummary) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *StreamSummary) GetTexts() []string {
+	if x != nil {
+		return x.Texts
+	}
+	return nil
+}
+
 var File_testpb_v1_test_proto protoreflect.FileDescriptor
 
 const file_testpb_v1_test_proto_rawDesc = "" +
@@ -922,18 +1189,42 @@ const file_testpb_v1_test_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"\"\n" +
 	"\n" +
 	"CountReply\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x03R\x05count*>\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\"\xaa\x01\n" +
+	"\rStreamRequest\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\x12\x1b\n" +
+	"\tfail_code\x18\x02 \x01(\x05R\bfailCode\x12\x1d\n" +
+	"\n" +
+	"fail_after\x18\x03 \x01(\x05R\tfailAfter\x12!\n" +
+	"\fpayload_size\x18\x04 \x01(\x05R\vpayloadSize\x12\x10\n" +
+	"\x03key\x18\x05 \x01(\tR\x03key\x12\x12\n" +
+	"\x04hold\x18\x06 \x01(\bR\x04hold\"9\n" +
+	"\vStreamReply\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x05R\x03seq\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\tR\apayload\"a\n" +
+	"\n" +
+	"StreamItem\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x05R\x03seq\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x1b\n" +
+	"\tfail_code\x18\x04 \x01(\x05R\bfailCode\";\n" +
+	"\rStreamSummary\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x05R\x05count\x12\x14\n" +
+	"\x05texts\x18\x02 \x03(\tR\x05texts*>\n" +
 	"\x05Color\x12\x15\n" +
 	"\x11COLOR_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tCOLOR_RED\x10\x01\x12\x0f\n" +
-	"\vCOLOR_GREEN\x10\x022\xce\x02\n" +
+	"\vCOLOR_GREEN\x10\x022\x89\x04\n" +
 	"\vTestService\x12,\n" +
 	"\x04Echo\x12\x11.test.v1.AllTypes\x1a\x11.test.v1.AllTypes\x124\n" +
 	"\x04Fail\x12\x14.test.v1.FailRequest\x1a\x16.google.protobuf.Empty\x126\n" +
 	"\x05Sleep\x12\x15.test.v1.SleepRequest\x1a\x16.google.protobuf.Empty\x123\n" +
 	"\x05Count\x12\x15.test.v1.CountRequest\x1a\x13.test.v1.CountReply\x122\n" +
 	"\x04Peek\x12\x15.test.v1.CountRequest\x1a\x13.test.v1.CountReply\x12:\n" +
-	"\x03Old\x12\x16.google.protobuf.Empty\x1a\x16.google.protobuf.Empty\"\x03\x88\x02\x01BKZIgithub.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1;testv1b\x06proto3"
+	"\x03Old\x12\x16.google.protobuf.Empty\x1a\x16.google.protobuf.Empty\"\x03\x88\x02\x01\x12>\n" +
+	"\fServerStream\x12\x16.test.v1.StreamRequest\x1a\x14.test.v1.StreamReply0\x01\x12=\n" +
+	"\fClientStream\x12\x13.test.v1.StreamItem\x1a\x16.test.v1.StreamSummary(\x01\x12:\n" +
+	"\n" +
+	"BidiStream\x12\x13.test.v1.StreamItem\x1a\x13.test.v1.StreamItem(\x010\x01BKZIgithub.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1;testv1b\x06proto3"
 
 var (
 	file_testpb_v1_test_proto_rawDescOnce sync.Once
@@ -948,7 +1239,7 @@ func file_testpb_v1_test_proto_rawDescGZIP() []byte {
 }
 
 var file_testpb_v1_test_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_testpb_v1_test_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_testpb_v1_test_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_testpb_v1_test_proto_goTypes = []any{
 	(Color)(0),                     // 0: test.v1.Color
 	(*Inner)(nil),                  // 1: test.v1.Inner
@@ -959,23 +1250,27 @@ var file_testpb_v1_test_proto_goTypes = []any{
 	(*SleepRequest)(nil),           // 6: test.v1.SleepRequest
 	(*CountRequest)(nil),           // 7: test.v1.CountRequest
 	(*CountReply)(nil),             // 8: test.v1.CountReply
-	nil,                            // 9: test.v1.AllTypes.MStringInt64Entry
-	nil,                            // 10: test.v1.AllTypes.MInt32MessageEntry
-	nil,                            // 11: test.v1.AllTypes.MBoolStringEntry
-	(*timestamppb.Timestamp)(nil),  // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 13: google.protobuf.Duration
-	(*structpb.Struct)(nil),        // 14: google.protobuf.Struct
-	(*structpb.Value)(nil),         // 15: google.protobuf.Value
-	(*structpb.ListValue)(nil),     // 16: google.protobuf.ListValue
-	(structpb.NullValue)(0),        // 17: google.protobuf.NullValue
-	(*wrapperspb.Int64Value)(nil),  // 18: google.protobuf.Int64Value
-	(*wrapperspb.StringValue)(nil), // 19: google.protobuf.StringValue
-	(*wrapperspb.BoolValue)(nil),   // 20: google.protobuf.BoolValue
-	(*fieldmaskpb.FieldMask)(nil),  // 21: google.protobuf.FieldMask
-	(*anypb.Any)(nil),              // 22: google.protobuf.Any
-	(*emptypb.Empty)(nil),          // 23: google.protobuf.Empty
-	(*wrapperspb.DoubleValue)(nil), // 24: google.protobuf.DoubleValue
-	(*wrapperspb.BytesValue)(nil),  // 25: google.protobuf.BytesValue
+	(*StreamRequest)(nil),          // 9: test.v1.StreamRequest
+	(*StreamReply)(nil),            // 10: test.v1.StreamReply
+	(*StreamItem)(nil),             // 11: test.v1.StreamItem
+	(*StreamSummary)(nil),          // 12: test.v1.StreamSummary
+	nil,                            // 13: test.v1.AllTypes.MStringInt64Entry
+	nil,                            // 14: test.v1.AllTypes.MInt32MessageEntry
+	nil,                            // 15: test.v1.AllTypes.MBoolStringEntry
+	(*timestamppb.Timestamp)(nil),  // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 17: google.protobuf.Duration
+	(*structpb.Struct)(nil),        // 18: google.protobuf.Struct
+	(*structpb.Value)(nil),         // 19: google.protobuf.Value
+	(*structpb.ListValue)(nil),     // 20: google.protobuf.ListValue
+	(structpb.NullValue)(0),        // 21: google.protobuf.NullValue
+	(*wrapperspb.Int64Value)(nil),  // 22: google.protobuf.Int64Value
+	(*wrapperspb.StringValue)(nil), // 23: google.protobuf.StringValue
+	(*wrapperspb.BoolValue)(nil),   // 24: google.protobuf.BoolValue
+	(*fieldmaskpb.FieldMask)(nil),  // 25: google.protobuf.FieldMask
+	(*anypb.Any)(nil),              // 26: google.protobuf.Any
+	(*emptypb.Empty)(nil),          // 27: google.protobuf.Empty
+	(*wrapperspb.DoubleValue)(nil), // 28: google.protobuf.DoubleValue
+	(*wrapperspb.BytesValue)(nil),  // 29: google.protobuf.BytesValue
 }
 var file_testpb_v1_test_proto_depIdxs = []int32{
 	2,  // 0: test.v1.Tree.children:type_name -> test.v1.Tree
@@ -983,41 +1278,47 @@ var file_testpb_v1_test_proto_depIdxs = []int32{
 	1,  // 2: test.v1.AllTypes.f_message:type_name -> test.v1.Inner
 	1,  // 3: test.v1.AllTypes.r_message:type_name -> test.v1.Inner
 	0,  // 4: test.v1.AllTypes.r_enum:type_name -> test.v1.Color
-	9,  // 5: test.v1.AllTypes.m_string_int64:type_name -> test.v1.AllTypes.MStringInt64Entry
-	10, // 6: test.v1.AllTypes.m_int32_message:type_name -> test.v1.AllTypes.MInt32MessageEntry
-	11, // 7: test.v1.AllTypes.m_bool_string:type_name -> test.v1.AllTypes.MBoolStringEntry
+	13, // 5: test.v1.AllTypes.m_string_int64:type_name -> test.v1.AllTypes.MStringInt64Entry
+	14, // 6: test.v1.AllTypes.m_int32_message:type_name -> test.v1.AllTypes.MInt32MessageEntry
+	15, // 7: test.v1.AllTypes.m_bool_string:type_name -> test.v1.AllTypes.MBoolStringEntry
 	1,  // 8: test.v1.AllTypes.o_message:type_name -> test.v1.Inner
 	2,  // 9: test.v1.AllTypes.tree:type_name -> test.v1.Tree
-	12, // 10: test.v1.AllTypes.wkt_timestamp:type_name -> google.protobuf.Timestamp
-	13, // 11: test.v1.AllTypes.wkt_duration:type_name -> google.protobuf.Duration
-	14, // 12: test.v1.AllTypes.wkt_struct:type_name -> google.protobuf.Struct
-	15, // 13: test.v1.AllTypes.wkt_value:type_name -> google.protobuf.Value
-	16, // 14: test.v1.AllTypes.wkt_list:type_name -> google.protobuf.ListValue
-	17, // 15: test.v1.AllTypes.wkt_null:type_name -> google.protobuf.NullValue
-	18, // 16: test.v1.AllTypes.wkt_int64:type_name -> google.protobuf.Int64Value
-	19, // 17: test.v1.AllTypes.wkt_string:type_name -> google.protobuf.StringValue
-	20, // 18: test.v1.AllTypes.wkt_bool:type_name -> google.protobuf.BoolValue
-	21, // 19: test.v1.AllTypes.wkt_field_mask:type_name -> google.protobuf.FieldMask
-	22, // 20: test.v1.AllTypes.wkt_any:type_name -> google.protobuf.Any
-	23, // 21: test.v1.AllTypes.wkt_empty:type_name -> google.protobuf.Empty
-	24, // 22: test.v1.AllTypes.wkt_double:type_name -> google.protobuf.DoubleValue
-	25, // 23: test.v1.AllTypes.wkt_bytes:type_name -> google.protobuf.BytesValue
-	13, // 24: test.v1.SleepRequest.duration:type_name -> google.protobuf.Duration
+	16, // 10: test.v1.AllTypes.wkt_timestamp:type_name -> google.protobuf.Timestamp
+	17, // 11: test.v1.AllTypes.wkt_duration:type_name -> google.protobuf.Duration
+	18, // 12: test.v1.AllTypes.wkt_struct:type_name -> google.protobuf.Struct
+	19, // 13: test.v1.AllTypes.wkt_value:type_name -> google.protobuf.Value
+	20, // 14: test.v1.AllTypes.wkt_list:type_name -> google.protobuf.ListValue
+	21, // 15: test.v1.AllTypes.wkt_null:type_name -> google.protobuf.NullValue
+	22, // 16: test.v1.AllTypes.wkt_int64:type_name -> google.protobuf.Int64Value
+	23, // 17: test.v1.AllTypes.wkt_string:type_name -> google.protobuf.StringValue
+	24, // 18: test.v1.AllTypes.wkt_bool:type_name -> google.protobuf.BoolValue
+	25, // 19: test.v1.AllTypes.wkt_field_mask:type_name -> google.protobuf.FieldMask
+	26, // 20: test.v1.AllTypes.wkt_any:type_name -> google.protobuf.Any
+	27, // 21: test.v1.AllTypes.wkt_empty:type_name -> google.protobuf.Empty
+	28, // 22: test.v1.AllTypes.wkt_double:type_name -> google.protobuf.DoubleValue
+	29, // 23: test.v1.AllTypes.wkt_bytes:type_name -> google.protobuf.BytesValue
+	17, // 24: test.v1.SleepRequest.duration:type_name -> google.protobuf.Duration
 	1,  // 25: test.v1.AllTypes.MInt32MessageEntry.value:type_name -> test.v1.Inner
 	3,  // 26: test.v1.TestService.Echo:input_type -> test.v1.AllTypes
 	4,  // 27: test.v1.TestService.Fail:input_type -> test.v1.FailRequest
 	6,  // 28: test.v1.TestService.Sleep:input_type -> test.v1.SleepRequest
 	7,  // 29: test.v1.TestService.Count:input_type -> test.v1.CountRequest
 	7,  // 30: test.v1.TestService.Peek:input_type -> test.v1.CountRequest
-	23, // 31: test.v1.TestService.Old:input_type -> google.protobuf.Empty
-	3,  // 32: test.v1.TestService.Echo:output_type -> test.v1.AllTypes
-	23, // 33: test.v1.TestService.Fail:output_type -> google.protobuf.Empty
-	23, // 34: test.v1.TestService.Sleep:output_type -> google.protobuf.Empty
-	8,  // 35: test.v1.TestService.Count:output_type -> test.v1.CountReply
-	8,  // 36: test.v1.TestService.Peek:output_type -> test.v1.CountReply
-	23, // 37: test.v1.TestService.Old:output_type -> google.protobuf.Empty
-	32, // [32:38] is the sub-list for method output_type
-	26, // [26:32] is the sub-list for method input_type
+	27, // 31: test.v1.TestService.Old:input_type -> google.protobuf.Empty
+	9,  // 32: test.v1.TestService.ServerStream:input_type -> test.v1.StreamRequest
+	11, // 33: test.v1.TestService.ClientStream:input_type -> test.v1.StreamItem
+	11, // 34: test.v1.TestService.BidiStream:input_type -> test.v1.StreamItem
+	3,  // 35: test.v1.TestService.Echo:output_type -> test.v1.AllTypes
+	27, // 36: test.v1.TestService.Fail:output_type -> google.protobuf.Empty
+	27, // 37: test.v1.TestService.Sleep:output_type -> google.protobuf.Empty
+	8,  // 38: test.v1.TestService.Count:output_type -> test.v1.CountReply
+	8,  // 39: test.v1.TestService.Peek:output_type -> test.v1.CountReply
+	27, // 40: test.v1.TestService.Old:output_type -> google.protobuf.Empty
+	10, // 41: test.v1.TestService.ServerStream:output_type -> test.v1.StreamReply
+	12, // 42: test.v1.TestService.ClientStream:output_type -> test.v1.StreamSummary
+	11, // 43: test.v1.TestService.BidiStream:output_type -> test.v1.StreamItem
+	35, // [35:44] is the sub-list for method output_type
+	26, // [26:35] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -1038,7 +1339,7 @@ func file_testpb_v1_test_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_testpb_v1_test_proto_rawDesc), len(file_testpb_v1_test_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

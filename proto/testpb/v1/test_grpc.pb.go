@@ -22,12 +22,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TestService_Echo_FullMethodName  = "/test.v1.TestService/Echo"
-	TestService_Fail_FullMethodName  = "/test.v1.TestService/Fail"
-	TestService_Sleep_FullMethodName = "/test.v1.TestService/Sleep"
-	TestService_Count_FullMethodName = "/test.v1.TestService/Count"
-	TestService_Peek_FullMethodName  = "/test.v1.TestService/Peek"
-	TestService_Old_FullMethodName   = "/test.v1.TestService/Old"
+	TestService_Echo_FullMethodName         = "/test.v1.TestService/Echo"
+	TestService_Fail_FullMethodName         = "/test.v1.TestService/Fail"
+	TestService_Sleep_FullMethodName        = "/test.v1.TestService/Sleep"
+	TestService_Count_FullMethodName        = "/test.v1.TestService/Count"
+	TestService_Peek_FullMethodName         = "/test.v1.TestService/Peek"
+	TestService_Old_FullMethodName          = "/test.v1.TestService/Old"
+	TestService_ServerStream_FullMethodName = "/test.v1.TestService/ServerStream"
+	TestService_ClientStream_FullMethodName = "/test.v1.TestService/ClientStream"
+	TestService_BidiStream_FullMethodName   = "/test.v1.TestService/BidiStream"
 )
 
 // TestServiceClient is the client API for TestService service.
@@ -49,6 +52,15 @@ type TestServiceClient interface {
 	// Deprecated: Do not use.
 	// Old is deprecated.
 	Old(ctx context.Context, in *emptypb.Empty, opts ...grpc.CallOption) (*emptypb.Empty, error)
+	// ServerStream sends count messages numbered 1..count, then fails or
+	// holds the stream open as asked.
+	ServerStream(ctx context.Context, in *StreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamReply], error)
+	// ClientStream reads every item and answers with their count and texts.
+	// An item with a fail_code ends the call with that status.
+	ClientStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StreamItem, StreamSummary], error)
+	// BidiStream answers every item with an item of the same seq and text.
+	// An item with a fail_code ends the call with that status.
+	BidiStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamItem, StreamItem], error)
 }
 
 type testServiceClient struct {
@@ -120,6 +132,51 @@ func (c *testServiceClient) Old(ctx context.Context, in *emptypb.Empty, opts ...
 	return out, nil
 }
 
+func (c *testServiceClient) ServerStream(ctx context.Context, in *StreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TestService_ServiceDesc.Streams[0], TestService_ServerStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamRequest, StreamReply]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TestService_ServerStreamClient = grpc.ServerStreamingClient[StreamReply]
+
+func (c *testServiceClient) ClientStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[StreamItem, StreamSummary], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TestService_ServiceDesc.Streams[1], TestService_ClientStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamItem, StreamSummary]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TestService_ClientStreamClient = grpc.ClientStreamingClient[StreamItem, StreamSummary]
+
+func (c *testServiceClient) BidiStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamItem, StreamItem], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TestService_ServiceDesc.Streams[2], TestService_BidiStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamItem, StreamItem]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TestService_BidiStreamClient = grpc.BidiStreamingClient[StreamItem, StreamItem]
+
 // TestServiceServer is the server API for TestService service.
 // All implementations must embed UnimplementedTestServiceServer
 // for forward compatibility.
@@ -139,6 +196,15 @@ type TestServiceServer interface {
 	// Deprecated: Do not use.
 	// Old is deprecated.
 	Old(context.Context, *emptypb.Empty) (*emptypb.Empty, error)
+	// ServerStream sends count messages numbered 1..count, then fails or
+	// holds the stream open as asked.
+	ServerStream(*StreamRequest, grpc.ServerStreamingServer[StreamReply]) error
+	// ClientStream reads every item and answers with their count and texts.
+	// An item with a fail_code ends the call with that status.
+	ClientStream(grpc.ClientStreamingServer[StreamItem, StreamSummary]) error
+	// BidiStream answers every item with an item of the same seq and text.
+	// An item with a fail_code ends the call with that status.
+	BidiStream(grpc.BidiStreamingServer[StreamItem, StreamItem]) error
 	mustEmbedUnimplementedTestServiceServer()
 }
 
@@ -166,6 +232,15 @@ func (UnimplementedTestServiceServer) Peek(context.Context, *CountRequest) (*Cou
 }
 func (UnimplementedTestServiceServer) Old(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Old not implemented")
+}
+func (UnimplementedTestServiceServer) ServerStream(*StreamRequest, grpc.ServerStreamingServer[StreamReply]) error {
+	return status.Error(codes.Unimplemented, "method ServerStream not implemented")
+}
+func (UnimplementedTestServiceServer) ClientStream(grpc.ClientStreamingServer[StreamItem, StreamSummary]) error {
+	return status.Error(codes.Unimplemented, "method ClientStream not implemented")
+}
+func (UnimplementedTestServiceServer) BidiStream(grpc.BidiStreamingServer[StreamItem, StreamItem]) error {
+	return status.Error(codes.Unimplemented, "method BidiStream not implemented")
 }
 func (UnimplementedTestServiceServer) mustEmbedUnimplementedTestServiceServer() {}
 func (UnimplementedTestServiceServer) testEmbeddedByValue()                     {}
@@ -296,6 +371,31 @@ func _TestService_Old_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TestService_ServerStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(TestServiceServer).ServerStream(m, &grpc.GenericServerStream[StreamRequest, StreamReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TestService_ServerStreamServer = grpc.ServerStreamingServer[StreamReply]
+
+func _TestService_ClientStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TestServiceServer).ClientStream(&grpc.GenericServerStream[StreamItem, StreamSummary]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TestService_ClientStreamServer = grpc.ClientStreamingServer[StreamItem, StreamSummary]
+
+func _TestService_BidiStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TestServiceServer).BidiStream(&grpc.GenericServerStream[StreamItem, StreamItem]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TestService_BidiStreamServer = grpc.BidiStreamingServer[StreamItem, StreamItem]
+
 // TestService_ServiceDesc is the grpc.ServiceDesc for TestService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -328,6 +428,23 @@ var TestService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _TestService_Old_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ServerStream",
+			Handler:       _TestService_ServerStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ClientStream",
+			Handler:       _TestService_ClientStream_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "BidiStream",
+			Handler:       _TestService_BidiStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "testpb/v1/test.proto",
 }
