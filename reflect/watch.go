@@ -1,0 +1,374 @@
+package reflect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Source is one backend a Watcher discovers.
+type Source struct {
+	// Name identifies the backend in logs, errors and Status.
+	Name string
+	// Conn reaches the backend. When it is a *grpc.ClientConn (anything
+	// with GetState, WaitForStateChange and Connect), the Watcher also
+	// refreshes the backend when it becomes ready again after being down.
+	Conn grpc.ClientConnInterface
+	// Include and Exclude select the backend's services; see
+	// Registry.Filter. Empty Include means every service.
+	Include, Exclude []string
+}
+
+// WatchOptions tunes a Watcher. The zero value is ready to use.
+type WatchOptions struct {
+	// Interval between refreshes of every backend; zero turns periodic
+	// refreshes off.
+	Interval time.Duration
+	// Retry paces the first discovery of each backend and gives the
+	// logger of everything the Watcher does.
+	Retry RetryOptions
+}
+
+// States of a backend in BackendStatus.
+const (
+	StateDiscovering = "discovering" // never discovered yet
+	StateReady       = "ready"       // the last discovery succeeded
+	StateStale       = "stale"       // the last refresh failed; the last good registry is in use
+)
+
+// BackendStatus is what a Watcher knows of one backend.
+type BackendStatus struct {
+	Name        string    `json:"name"`
+	State       string    `json:"state"`
+	Services    int       `json:"services"`
+	Methods     int       `json:"methods"`
+	LastRefresh time.Time `json:"last_refresh,omitzero"` // the last successful discovery
+	LastError   string    `json:"last_error,omitempty"`  // of the last failed discovery, if the last one failed
+}
+
+// Status is a snapshot of a Watcher's state, for readiness probes.
+type Status struct {
+	Backends []BackendStatus `json:"backends"`
+	// LastError is why the last merge of the backends' registries was
+	// refused, such as a service offered by two backends; empty when the
+	// last merge succeeded.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Watcher keeps the Catalog of several backends up to date: it discovers
+// each of them, merges their registries and refreshes them on an interval,
+// on request (Refresh) and when a backend reconnects after being down. A
+// refresh that fails keeps the last good registry.
+type Watcher struct {
+	sources []Source
+	opts    WatchOptions
+	log     *slog.Logger
+	wake    chan struct{} // Refresh asks for a refresh of every backend
+
+	mu       sync.Mutex
+	regs     []*Registry // the last good registry of each source, nil until discovered
+	status   []BackendStatus
+	mergeErr string
+	current  *Catalog
+}
+
+// NewWatcher returns a Watcher of sources; Run starts it.
+func NewWatcher(sources []Source, opts WatchOptions) *Watcher {
+	opts.Retry = opts.Retry.withDefaults()
+	w := &Watcher{
+		sources: slices.Clone(sources),
+		opts:    opts,
+		log:     opts.Retry.Logger,
+		wake:    make(chan struct{}, 1),
+		regs:    make([]*Registry, len(sources)),
+		status:  make([]BackendStatus, len(sources)),
+	}
+	for i, s := range sources {
+		w.status[i] = BackendStatus{Name: s.Name, State: StateDiscovering}
+	}
+	return w
+}
+
+// Refresh asks the running Watcher to rediscover every backend soon. It
+// never blocks; requests made while one is pending are merged.
+func (w *Watcher) Refresh() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Status returns a snapshot of the Watcher's state.
+func (w *Watcher) Status() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Status{Backends: slices.Clone(w.status), LastError: w.mergeErr}
+}
+
+// Catalog returns the installed Catalog, or nil before the first one.
+func (w *Watcher) Catalog() *Catalog {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.current
+}
+
+// Run discovers every backend, retrying each until it answers, merges
+// their registries and calls install with the Catalog; then it keeps
+// refreshing, calling install with every new Catalog, until ctx is done,
+// and returns nil. It returns an error without installing anything when a
+// pattern is malformed or the first merge fails (a service offered by two
+// backends: a *DuplicateServiceError). install is called from one
+// goroutine at a time.
+func (w *Watcher) Run(ctx context.Context, install func(*Catalog)) error {
+	for _, s := range w.sources {
+		for _, p := range slices.Concat(s.Include, s.Exclude) {
+			if _, err := path.Match(p, ""); err != nil {
+				return fmt.Errorf("reflect: backend %q: service pattern %q: %w", s.Name, p, err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel: every goroutine below watches ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Watching starts first so that no loss of a connection is missed.
+	reconnected := make(chan int, len(w.sources))
+	for i, s := range w.sources {
+		if c, ok := s.Conn.(stateConn); ok {
+			wg.Go(func() { watchState(ctx, c, func() { sendIndex(reconnected, i) }) })
+		}
+	}
+	var first sync.WaitGroup
+	for i := range w.sources {
+		first.Go(func() { w.discoverFirst(ctx, i) })
+	}
+	first.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	cat, err := w.merge()
+	if err != nil {
+		return err
+	}
+	w.install(cat, install, "discovered the backends' methods")
+	var tick <-chan time.Time
+	if w.opts.Interval > 0 {
+		t := time.NewTicker(w.opts.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	all := make([]int, len(w.sources))
+	for i := range all {
+		all[i] = i
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			w.refresh(ctx, all, install, "interval")
+		case <-w.wake:
+			w.refresh(ctx, all, install, "requested")
+		case i := <-reconnected:
+			w.refresh(ctx, []int{i}, install, "backend reconnected")
+		}
+	}
+}
+
+func sendIndex(ch chan<- int, i int) {
+	select {
+	case ch <- i:
+	default: // a refresh of it is pending already
+	}
+}
+
+// discoverFirst discovers source i, retrying with backoff until it
+// succeeds or ctx is done.
+func (w *Watcher) discoverFirst(ctx context.Context, i int) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		err := w.discover(ctx, i)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		wait := backoff(attempt, w.opts.Retry.MinBackoff, w.opts.Retry.MaxBackoff)
+		w.log.WarnContext(ctx, "reflect: discovery failed", "backend", w.sources[i].Name,
+			"attempt", attempt, "error", err, "retry_in", wait)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// discover makes one discovery of source i and records its outcome: a
+// success replaces the source's registry, a failure keeps it.
+func (w *Watcher) discover(ctx context.Context, i int) error {
+	s := w.sources[i]
+	reg, err := discoverOnce(ctx, s.Conn, attemptTimeout)
+	if err == nil {
+		reg, err = reg.Filter(s.Include, s.Exclude)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := &w.status[i]
+	if err != nil {
+		st.LastError = err.Error()
+		if w.regs[i] != nil {
+			st.State = StateStale
+		}
+		return err
+	}
+	w.regs[i] = reg
+	*st = BackendStatus{Name: s.Name, State: StateReady, Services: len(reg.services),
+		Methods: len(reg.methods), LastRefresh: time.Now()}
+	return nil
+}
+
+// merge builds the Catalog of the last good registries and records a
+// failure.
+func (w *Watcher) merge() (*Catalog, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	parts := make([]Part, len(w.sources))
+	for i, s := range w.sources {
+		parts[i] = Part{Name: s.Name, Conn: s.Conn, Registry: w.regs[i]}
+	}
+	cat, err := Merge(parts)
+	if err != nil {
+		w.mergeErr = err.Error()
+		return nil, err
+	}
+	w.mergeErr = ""
+	return cat, nil
+}
+
+// refresh rediscovers the sources at indexes which and installs the new
+// Catalog; a failure keeps the installed one.
+func (w *Watcher) refresh(ctx context.Context, which []int, install func(*Catalog), why string) {
+	var wg sync.WaitGroup
+	errs := make([]error, len(which))
+	for j, i := range which {
+		wg.Go(func() {
+			if err := w.discover(ctx, i); err != nil {
+				errs[j] = fmt.Errorf("backend %q: %w", w.sources[i].Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	if err := errors.Join(errs...); err != nil {
+		w.log.ErrorContext(ctx, "reflect: refresh failed; keeping the last good registry", "reason", why, "error", err)
+	}
+	cat, err := w.merge()
+	if err != nil {
+		w.log.ErrorContext(ctx, "reflect: refresh failed; keeping the last good registry", "reason", why, "error", err)
+		return
+	}
+	w.install(cat, install, "refreshed the backends' methods")
+}
+
+// install makes cat current and hands it to the caller, logging at Info
+// when the methods changed.
+func (w *Watcher) install(cat *Catalog, install func(*Catalog), msg string) {
+	w.mu.Lock()
+	old := w.current
+	w.current = cat
+	w.mu.Unlock()
+	install(cat)
+	added, removed := diffMethods(old, cat)
+	level := slog.LevelDebug
+	if old == nil || len(added)+len(removed) > 0 {
+		level = slog.LevelInfo
+	}
+	attrs := []any{"services", len(cat.services), "methods", len(cat.methods)}
+	if old != nil {
+		attrs = append(attrs, "added", added, "removed", removed)
+	}
+	w.log.Log(context.Background(), level, msg, attrs...)
+}
+
+// diffMethods lists the methods of b missing from a, and of a missing from b.
+func diffMethods(a, b *Catalog) (added, removed []string) {
+	names := func(c *Catalog) map[protoreflect.FullName]bool {
+		m := make(map[protoreflect.FullName]bool)
+		if c != nil {
+			for _, md := range c.methods {
+				m[md.FullName()] = true
+			}
+		}
+		return m
+	}
+	in, out := names(a), names(b)
+	for n := range out {
+		if !in[n] {
+			added = append(added, string(n))
+		}
+	}
+	for n := range in {
+		if !out[n] {
+			removed = append(removed, string(n))
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	return added, removed
+}
+
+// stateConn is the part of *grpc.ClientConn that tells when it reconnects.
+type stateConn interface {
+	GetState() connectivity.State
+	WaitForStateChange(context.Context, connectivity.State) bool
+	Connect()
+}
+
+// watchState calls reconnected whenever c becomes ready after having been
+// ready and then lost its connection, until ctx is done. A connection that
+// goes idle after being ready is asked to reconnect at once, so a backend
+// coming back is noticed without waiting for a call.
+func watchState(ctx context.Context, c stateConn, reconnected func()) {
+	wasReady, down := false, false
+	s := c.GetState()
+	for {
+		switch s {
+		case connectivity.Ready:
+			if down {
+				reconnected()
+			}
+			wasReady, down = true, false
+		case connectivity.Shutdown:
+			return
+		default: // idle, connecting or failing: states may be skipped
+			down = down || wasReady
+			if s == connectivity.Idle && wasReady {
+				c.Connect()
+			}
+		}
+		if !c.WaitForStateChange(ctx, s) {
+			return
+		}
+		s = c.GetState()
+	}
+}
