@@ -19,6 +19,11 @@ func (s *Server) batch(ctx context.Context, t *table, b, dst []byte) []byte {
 		return appendError(dst, nullID, invalidRequest("a batch of "+strconv.Itoa(len(members))+
 			" requests is larger than max_batch_size ("+strconv.Itoa(s.opts.MaxBatchSize)+"); none of it ran"))
 	}
+	if out, ok := s.admit(ctx, dst, len(members)); !ok {
+		return out
+	}
+	s.opts.Metrics.batch(len(members))
+	budget := s.newBudget()
 	reqs := make([]request, len(members))
 	for i, m := range members {
 		if m[0] == '{' {
@@ -35,7 +40,7 @@ func (s *Server) batch(ctx context.Context, t *table, b, dst []byte) []byte {
 			if i >= len(reqs) {
 				return
 			}
-			replies[i] = s.call(ctx, t, &reqs[i], nil)
+			replies[i] = s.callWithin(ctx, t, &reqs[i], nil, budget)
 		}
 	}
 	var wg sync.WaitGroup

@@ -1,21 +1,56 @@
 package bridge_test
 
 import (
+	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
+
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/echo"
+	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 // benchParams is a request like the side-by-side benchmark's: a string, an
 // int64, a repeated string, a nested message and an enum.
-const benchParams = `{"fString":"hello from bench","fInt64":"1234567890123","rString":["alpha","beta","gamma","delta"],"fMessage":{"name":"bench-load","big":"1"},"fEnum":"COLOR_RED"}`
+const benchParams = `{"message":"hello from bench","sequence":"1234567890123","tags":["alpha","beta","gamma","delta"],"metadata":{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","clientName":"bench-load","attempt":1},"priority":"PRIORITY_HIGH"}`
+
+// newEchoEnv is a bridge in front of a backend serving only
+// bench.v1.EchoService, on bufconn.
+func newEchoEnv(b *testing.B) *env {
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	echo.RegisterEchoServiceServer(gs, echo.Server{})
+	reflection.Register(gs)
+	go gs.Serve(lis)
+	b.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	reg, err := bridgereflect.Discover(b.Context(), conn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := bridge.New(conn, bridge.Options{})
+	srv.Update(reg)
+	return &env{bridge: srv, conn: conn}
+}
 
 func benchmarkBody(b *testing.B, body string) {
-	e := newEnv(b, bridge.Options{})
+	e := newEchoEnv(b)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
@@ -34,7 +69,7 @@ func benchmarkBody(b *testing.B, body string) {
 // BenchmarkUnary is one call through the HTTP handler to an in-process
 // backend.
 func BenchmarkUnary(b *testing.B) {
-	benchmarkBody(b, `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Echo","params":`+benchParams+`}`)
+	benchmarkBody(b, `{"jsonrpc":"2.0","id":1,"method":"bench.v1.EchoService.Echo","params":`+benchParams+`}`)
 }
 
 // BenchmarkBatch100 is a batch of 100 calls through the HTTP handler.
@@ -45,7 +80,7 @@ func BenchmarkBatch100(b *testing.B) {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
-		sb.WriteString(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i+1) + `,"method":"test.v1.TestService.Echo","params":` + benchParams + `}`)
+		sb.WriteString(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i+1) + `,"method":"bench.v1.EchoService.Echo","params":` + benchParams + `}`)
 	}
 	sb.WriteByte(']')
 	benchmarkBody(b, sb.String())
@@ -54,11 +89,56 @@ func BenchmarkBatch100(b *testing.B) {
 // BenchmarkEnvelope is the parse and reply path alone: a call to an
 // unknown method never reaches the backend.
 func BenchmarkEnvelope(b *testing.B) {
-	e := newEnv(b, bridge.Options{})
+	e := newEchoEnv(b)
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"no.Such.Method","params":` + benchParams + `}`)
 	b.ReportAllocs()
 	var dst []byte
 	for b.Loop() {
 		dst = e.bridge.Handle(b.Context(), body, dst[:0])
 	}
+}
+
+// BenchmarkUnaryLoopback is one call over real loopback HTTP/1.1 to the
+// bridge and real loopback gRPC to the backend, as in production.
+func BenchmarkUnaryLoopback(b *testing.B) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	echo.RegisterEchoServiceServer(gs, echo.Server{})
+	reflection.Register(gs)
+	go gs.Serve(lis)
+	b.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	reg, err := bridgereflect.Discover(b.Context(), conn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := bridge.New(conn, bridge.Options{})
+	srv.Update(reg)
+	hs := httptest.NewServer(srv)
+	b.Cleanup(hs.Close)
+	body := `{"jsonrpc":"2.0","id":1,"method":"bench.v1.EchoService.Echo","params":` + benchParams + `}`
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := client.Post(hs.URL, "application/json", strings.NewReader(body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("got HTTP %d", resp.StatusCode)
+			}
+		}
+	})
 }

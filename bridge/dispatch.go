@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -43,6 +42,9 @@ func (s *Server) handle(ctx context.Context, t *table, body, dst []byte) []byte 
 	b = b[:end]
 	switch b[0] {
 	case '{':
+		if out, ok := s.admit(ctx, dst, 1); !ok {
+			return out
+		}
 		r := parseRequest(b)
 		return s.call(ctx, t, &r, dst)
 	case '[':
@@ -51,9 +53,9 @@ func (s *Server) handle(ctx context.Context, t *table, body, dst []byte) []byte 
 	return appendError(dst, nullID, invalidRequest("a request must be an object, or a batch an array of them"))
 }
 
-// call runs one request and appends its reply; a notification appends
-// nothing. A panic anywhere below becomes -32603 and a log line.
-func (s *Server) call(ctx context.Context, t *table, r *request, dst []byte) (out []byte) {
+// run runs one request for call and appends its reply; a notification
+// appends nothing. A panic anywhere below becomes -32603 and a log line.
+func (s *Server) run(ctx context.Context, t *table, r *request, dst []byte, o *outcome) (out []byte) {
 	start := len(dst)
 	defer func() {
 		if p := recover(); p != nil {
@@ -71,9 +73,30 @@ func (s *Server) call(ctx context.Context, t *table, r *request, dst []byte) (ou
 		if r.notification() {
 			return dst
 		}
-		return s.discover(t, r, dst)
+		id, ok := s.caller(ctx)
+		if !ok {
+			return appendError(dst, r.id, errPermissionDenied)
+		}
+		return s.discover(t.forIdentity(id), r, dst)
+	}
+	var e *mapping.Error
+	if o.h, e = s.authorize(ctx, t, r); e != nil {
+		o.code = e.Code
+		if r.notification() {
+			return dst
+		}
+		return appendError(dst, r.id, e)
+	}
+	if isStreamCall(t, r.method) {
+		return s.callStream(ctx, t, r, dst)
 	}
 	h, resp, e := s.invoke(ctx, t, r)
+	if e != nil {
+		o.code = e.Code
+	}
+	if resp != nil {
+		defer putFrame(resp)
+	}
 	if r.notification() {
 		return dst
 	}
@@ -81,7 +104,7 @@ func (s *Server) call(ctx context.Context, t *table, r *request, dst []byte) (ou
 		return appendError(dst, r.id, e)
 	}
 	dst = appendResultHead(dst, r.id)
-	dst, err := h.codec.AppendResult(dst, resp)
+	dst, err := h.codec.AppendResultWire(dst, resp.b)
 	if err != nil {
 		s.log.Error("cannot encode a result", "method", h.name, "error", err)
 		return appendError(dst[:start], r.id, errInternal)
@@ -89,8 +112,9 @@ func (s *Server) call(ctx context.Context, t *table, r *request, dst []byte) (ou
 	return append(dst, '}')
 }
 
-// invoke makes the backend call of r.
-func (s *Server) invoke(ctx context.Context, t *table, r *request) (*handle, proto.Message, *mapping.Error) {
+// invoke makes the backend call of r. The response's wire bytes come in a
+// pooled frame, which the caller puts back.
+func (s *Server) invoke(ctx context.Context, t *table, r *request) (*handle, *frame, *mapping.Error) {
 	if t == nil {
 		return nil, nil, errNotDiscovered
 	}
@@ -98,14 +122,17 @@ func (s *Server) invoke(ctx context.Context, t *table, r *request) (*handle, pro
 	if !ok {
 		return nil, nil, methodNotFound(t, r.method)
 	}
-	req, e := h.codec.Request(r.params)
-	if e != nil {
+	req := getFrame()
+	defer putFrame(req)
+	var e *mapping.Error
+	if req.b, e = h.codec.AppendRequest(req.b, r.params); e != nil {
 		return nil, nil, e
 	}
-	resp := h.codec.NewResponse()
-	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	resp := getFrame()
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
 	defer cancel()
-	if err := s.conn.Invoke(ctx, h.path, req, resp); err != nil {
+	if err := h.conn.Invoke(ctx, h.path, req, resp, withRawCodec(callOptions(ctx))...); err != nil {
+		putFrame(resp)
 		return nil, nil, s.statusError(ctx, h, err, t.resolver)
 	}
 	return h, resp, nil
@@ -115,8 +142,6 @@ func methodNotFound(t *table, name []byte) *mapping.Error {
 	e := &mapping.Error{Code: mapping.CodeMethodNotFound, Message: msgMethodNotFound}
 	data := append([]byte(`{"method":`), quote(name)...)
 	switch n := string(name); {
-	case t.streaming[n]:
-		data = append(data, `,"reason":"streaming methods are not served over HTTP POST yet"`...)
 	case strings.HasPrefix(n, reservedPrefix) && t.methods["."+n] != nil:
 		data = append(data, `,"reason":"names beginning with rpc. are reserved by JSON-RPC; this method is served as `...)
 		data = append(data, "."+n...)

@@ -17,7 +17,7 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // maxPooled keeps one huge request from pinning its buffer forever.
 const maxPooled = 1 << 20
 
-// ServeHTTP serves JSON-RPC at POST /, liveness at GET /healthz and
+// ServeHTTP serves JSON-RPC at POST / and over WebSocket at GET /ws, liveness at GET /healthz and
 // readiness at GET /readyz.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
@@ -31,16 +31,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	switch r.URL.Path {
 	case "/":
-		s.serveRPC(w, r)
+		if r, x, ok := s.front(w, r); ok {
+			s.serveRPC(w, r, x)
+		}
+	case "/ws":
+		if r, _, ok := s.front(w, r); ok {
+			s.serveWS(w, r)
+		}
 	case "/openrpc.json":
-		s.serveDocument(w, r)
+		if r, _, ok := s.front(w, r); ok {
+			s.serveDocument(w, r)
+		}
+	case "/metrics":
+		if s.opts.Metrics == nil {
+			writeJSON(w, http.StatusNotFound, []byte(`{"error":"not found: metrics are off"}`))
+			return
+		}
+		s.opts.Metrics.Handler().ServeHTTP(w, r)
 	case "/healthz":
 		serveProbe(w, r, true, `{"status":"ok"}`)
 	case "/readyz":
-		if s.Ready() {
-			serveProbe(w, r, true, `{"status":"ready"}`)
+		if s.Draining() {
+			serveProbe(w, r, false, s.withDetails(`{"status":"draining","reason":"the bridge is shutting down"}`))
+		} else if s.Ready() {
+			serveProbe(w, r, true, s.withDetails(`{"status":"ready"}`))
 		} else {
-			serveProbe(w, r, false, `{"status":"discovering","reason":"the backend's services are not discovered yet"}`)
+			serveProbe(w, r, false, s.withDetails(`{"status":"discovering","reason":"the backend's services are not discovered yet"}`))
 		}
 	default:
 		writeJSON(w, http.StatusNotFound, []byte(`{"error":"not found: JSON-RPC is served at POST /"}`))
@@ -60,13 +76,18 @@ func serveProbe(w http.ResponseWriter, r *http.Request, ok bool, body string) {
 	writeJSON(w, code, []byte(body))
 }
 
-func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeJSON(w, http.StatusMethodNotAllowed, appendError(nil, nullID,
 			invalidRequest("JSON-RPC calls are sent with HTTP POST")))
 		return
 	}
+	if !s.enter(w, r, x) {
+		return
+	}
+	defer s.leave()
+	x.single = true
 	if r.ContentLength > s.opts.MaxBodyBytes {
 		s.tooLarge(w)
 		return
@@ -89,7 +110,17 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	out := bufPool.Get().(*bytes.Buffer)
 	defer putBuf(out)
 	out.Reset()
-	reply := s.Handle(r.Context(), in.Bytes(), out.AvailableBuffer())
+	ctx, capture, err := s.requestContext(r, in.Bytes())
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID, invalidRequest(err.Error())))
+		return
+	}
+	reply := s.Handle(s.outgoing(ctx, x, r.Header), in.Bytes(), out.AvailableBuffer())
+	if x.limited != nil {
+		s.tooMany(w, r, x, x.limited)
+		return
+	}
+	capture.writeTo(w.Header(), s.md.response)
 	if len(reply) == 0 {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -111,8 +142,10 @@ func putBuf(b *bytes.Buffer) {
 
 func writeJSON(w http.ResponseWriter, code int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = jsonContentType // shared: net/http only reads it
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(code)
 	w.Write(body)
 }
+
+var jsonContentType = []string{"application/json"}

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"net/http"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
@@ -9,10 +10,19 @@ import (
 // discoverMethod is the OpenRPC service discovery method.
 const discoverMethod = "rpc.discover"
 
-// buildDocument renders the OpenRPC document of c, once per Update.
+// buildDocument renders the OpenRPC document of c, once per Update. A
+// document that cannot be rendered is logged and left nil: rpc.discover
+// then answers -32603 and GET /openrpc.json 503, while calls still work.
 func buildDocument(c Catalog, opts Options) []byte {
-	// Filled in by the OpenRPC work (issue 3).
-	return nil
+	doc, err := mapping.Document(c.Methods(), mapping.DocumentOptions{
+		Info:            opts.Document,
+		EmitUnpopulated: opts.EmitUnpopulated,
+	})
+	if err != nil {
+		opts.Logger.Error("cannot render the OpenRPC document", "err", err)
+		return nil
+	}
+	return bytes.TrimSpace(doc)
 }
 
 // discover answers rpc.discover with the document of t.
@@ -43,7 +53,8 @@ func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method not allowed"}`))
 		return
 	}
-	t := s.table.Load()
+	id, _ := s.caller(r.Context()) // the front door has authenticated r
+	t := s.table.Load().forIdentity(id)
 	if t == nil || t.document == nil {
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"error":"the backend's services are not discovered yet"}`))
 		return

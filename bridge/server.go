@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
 // Defaults for the zero values of Options.
@@ -16,6 +18,14 @@ const (
 	DefaultMaxBatchSize     = 100
 	DefaultBatchParallelism = 16
 	DefaultCallTimeout      = 30 * time.Second
+
+	DefaultMaxStreamMessages       = 10000
+	DefaultMaxStreamBytes          = 16 << 20
+	DefaultStreamBuffer            = 64
+	DefaultSlowClientTimeout       = 10 * time.Second
+	DefaultMaxStreamsPerConnection = 100
+	DefaultMaxCallsPerConnection   = 256
+	DefaultWSPingInterval          = 30 * time.Second
 )
 
 // Options are the limits and behaviour of a Server, fixed at construction.
@@ -33,11 +43,98 @@ type Options struct {
 	// CallTimeout is the deadline of every backend call. Zero means
 	// DefaultCallTimeout.
 	CallTimeout time.Duration
+	// MaxCallTimeout bounds the timeout a client may ask for with
+	// GRPCTimeoutHeader or TimeoutHeader. Zero (or a value below
+	// CallTimeout) means CallTimeout: clients may only shorten it.
+	MaxCallTimeout time.Duration
+	// Metadata chooses the headers forwarded to the backend and returned
+	// from it. The zero value forwards only Grpc-Metadata-* headers.
+	Metadata Metadata
+	// ReadinessDetails, if not nil, is called by GET /readyz; its JSON
+	// encoding is served as the "details" member, such as the state of
+	// each backend's discovery.
+	ReadinessDetails func() any
 	// EmitUnpopulated makes results carry fields that hold their zero
 	// value. False (the default) leaves them out, as protojson does.
 	EmitUnpopulated bool
 	// Logger receives the bridge's logs; nil discards them.
 	Logger *slog.Logger
+
+	// MaxStreamMessages bounds the messages of one streamed result over
+	// HTTP (and of any streaming call that is answered with one reply);
+	// past it the call fails with RESOURCE_EXHAUSTED. Zero means
+	// DefaultMaxStreamMessages.
+	MaxStreamMessages int
+	// MaxStreamBytes bounds the JSON bytes of one streamed result over
+	// HTTP, as MaxStreamMessages does. Zero means DefaultMaxStreamBytes.
+	MaxStreamBytes int64
+	// WSMaxMessageBytes bounds one WebSocket frame from a client; a larger
+	// one closes the connection with 1009. Zero means MaxBodyBytes.
+	WSMaxMessageBytes int64
+	// StreamBuffer bounds the messages of one WebSocket stream that wait
+	// to be written to the socket, and those sent with rpc.stream.send that
+	// wait for the backend. Zero means DefaultStreamBuffer.
+	StreamBuffer int
+	// SlowClientTimeout is how long a stream's full buffer waits for the
+	// client to read before the stream is cancelled with
+	// RESOURCE_EXHAUSTED. Zero means DefaultSlowClientTimeout.
+	SlowClientTimeout time.Duration
+	// MaxStreamsPerConnection bounds the open streams of one WebSocket
+	// connection. Zero means DefaultMaxStreamsPerConnection.
+	MaxStreamsPerConnection int
+	// MaxCallsPerConnection bounds the frames of one WebSocket connection
+	// being answered at once; past it the bridge stops reading the
+	// connection until one is done. Zero means
+	// DefaultMaxCallsPerConnection.
+	MaxCallsPerConnection int
+	// WSPingInterval is how often the bridge pings an idle WebSocket
+	// client; a pong, or the write of a frame, that takes longer closes
+	// the connection. Zero means DefaultWSPingInterval; negative turns
+	// pings and write timeouts off.
+	WSPingInterval time.Duration
+	// WSOriginPatterns lists the origins, besides the request's host,
+	// whose pages may open WebSocket connections (path.Match patterns, as
+	// websocket.AcceptOptions.OriginPatterns). Nil allows none.
+	WSOriginPatterns []string
+
+	// Document fills the info object and servers of the OpenRPC document
+	// served at GET /openrpc.json and by rpc.discover. The zero value gives
+	// mapping's defaults and no servers.
+	Document mapping.DocumentInfo
+
+	// Auth authenticates callers of POST / and GET /openrpc.json and
+	// decides which methods each may call (see docs/security.md). Nil
+	// turns authentication off: every caller may call every method.
+	Auth *Auth
+	// AuthRealm is the realm of the WWW-Authenticate challenge. Empty
+	// means "grpc-jsonrpc-bridge".
+	AuthRealm string
+	// IdentityMetadataKey is the gRPC metadata key under which the
+	// caller's identity reaches the backend; a client's own value under it
+	// is always dropped. Empty means DefaultIdentityMetadataKey.
+	IdentityMetadataKey string
+	// MaxInFlight bounds the JSON-RPC HTTP requests being answered at once
+	// (a batch counts once); beyond it the bridge answers HTTP 429. Zero
+	// means DefaultMaxInFlight.
+	MaxInFlight int
+	// RateLimit is the sustained number of calls a second each identity
+	// may make (every member of a batch counts); past it the bridge
+	// answers HTTP 429. Zero turns rate limiting off. With authentication
+	// off, all callers share one limit.
+	RateLimit float64
+	// RateBurst is how many calls an identity may make at once above
+	// RateLimit. Zero means the larger of MaxBatchSize and RateLimit.
+	RateBurst int
+	// MaxResponseBytes bounds the reply of a single call, and the sum of
+	// the replies of a batch; a call whose reply does not fit gets
+	// RESOURCE_EXHAUSTED (8) instead. Zero means DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+	// Metrics, if not nil, records the bridge's Prometheus metrics, which
+	// GET /metrics serves.
+	Metrics *Metrics
+	// AccessLog, if not nil, receives one Info record per call and per
+	// refused request. It is often Logger itself.
+	AccessLog *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -53,10 +150,37 @@ func (o Options) withDefaults() Options {
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout
 	}
+	if o.MaxCallTimeout < o.CallTimeout {
+		o.MaxCallTimeout = o.CallTimeout
+	}
+	if o.MaxStreamMessages <= 0 {
+		o.MaxStreamMessages = DefaultMaxStreamMessages
+	}
+	if o.MaxStreamBytes <= 0 {
+		o.MaxStreamBytes = DefaultMaxStreamBytes
+	}
+	if o.WSMaxMessageBytes <= 0 {
+		o.WSMaxMessageBytes = o.MaxBodyBytes
+	}
+	if o.StreamBuffer <= 0 {
+		o.StreamBuffer = DefaultStreamBuffer
+	}
+	if o.SlowClientTimeout <= 0 {
+		o.SlowClientTimeout = DefaultSlowClientTimeout
+	}
+	if o.MaxStreamsPerConnection <= 0 {
+		o.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
+	}
+	if o.MaxCallsPerConnection <= 0 {
+		o.MaxCallsPerConnection = DefaultMaxCallsPerConnection
+	}
+	if o.WSPingInterval == 0 {
+		o.WSPingInterval = DefaultWSPingInterval
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return o
+	return o.guardDefaults()
 }
 
 // Server answers JSON-RPC 2.0 requests by calling a gRPC backend. It is an
@@ -65,20 +189,24 @@ type Server struct {
 	conn  grpc.ClientConnInterface
 	opts  Options
 	log   *slog.Logger
+	md    metadataRules
 	table atomic.Pointer[table] // nil until the first Update
+	ws    wsConns               // the open WebSocket connections
+	guard *guard                // in-flight count, rate limiters, draining
 }
 
 // New returns a Server that calls the backend through conn. It answers
-// calls with code 14 (UNAVAILABLE) until Update gives it a Catalog.
+// calls with code 14 (UNAVAILABLE) until Update gives it a Catalog. conn
+// may be nil when every Catalog routes its methods (see Router).
 func New(conn grpc.ClientConnInterface, opts Options) *Server {
 	opts = opts.withDefaults()
-	return &Server{conn: conn, opts: opts, log: opts.Logger}
+	return &Server{conn: conn, opts: opts, log: opts.Logger, md: newMetadataRules(opts.Metadata), guard: newGuard(opts)}
 }
 
 // Update prepares every method of c for calls and then swaps it in at
 // once: calls that started before keep the table they started with.
 func (s *Server) Update(c Catalog) {
-	s.table.Store(newTable(c, s.opts))
+	s.table.Store(newTable(c, s.conn, s.opts))
 }
 
 // Ready reports whether the backend's methods have been discovered.

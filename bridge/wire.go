@@ -129,15 +129,16 @@ func stringValue(val []byte) []byte {
 	return []byte(unquote(val))
 }
 
-// quote returns s as a JSON string literal, for messages that name what
-// the client sent.
+// quote returns s as a JSON string literal, for messages and error data
+// that name what the client sent. A long s is cut, with "..." inside the
+// literal so that it stays valid JSON.
 func quote(s []byte) string {
 	if len(s) > 64 {
 		s = s[:64]
 		for len(s) > 0 && !utf8.Valid(s) {
 			s = s[:len(s)-1]
 		}
-		return string(appendString(nil, string(s))) + "..."
+		return string(appendString(nil, string(s)+"..."))
 	}
 	return string(appendString(nil, string(s)))
 }

@@ -1,0 +1,184 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"net/http"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+)
+
+// RequestIDHeader carries the id of a request: taken from the client when
+// it sends a usable one, generated otherwise, and always returned.
+const RequestIDHeader = "X-Request-Id"
+
+// DefaultIdentityMetadataKey is the gRPC metadata key under which the
+// caller's identity reaches the backend.
+const DefaultIdentityMetadataKey = "x-bridge-identity"
+
+// exchange is what the front door learned about one HTTP request, for the
+// calls it carries. It lives in the request's context.
+type exchange struct {
+	id        *identity // nil when authentication is off
+	requestID string
+	// single marks the exchange of one HTTP POST, answered by one
+	// message; a WebSocket connection's exchange serves many.
+	single bool
+	// limited is set, for a single exchange, by the rate limiter when it
+	// refused the message; the reply is then HTTP 429 and nothing ran.
+	limited *refusal
+}
+
+type exchangeKey struct{}
+
+func exchangeFrom(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+// caller returns the identity of the calls made under ctx, and whether
+// they may call anything at all: with authentication on, calls that did not
+// come through the front door (no exchange) may call nothing.
+func (s *Server) caller(ctx context.Context) (*identity, bool) {
+	x := exchangeFrom(ctx)
+	if s.opts.Auth == nil {
+		return nil, true
+	}
+	if x == nil || x.id == nil {
+		return nil, false
+	}
+	return x.id, true
+}
+
+// errPermissionDenied answers a call the caller's patterns do not allow,
+// as a PERMISSION_DENIED status from the backend would be answered.
+var errPermissionDenied = mapping.StatusError(
+	status.New(codes.PermissionDenied, "the caller is not allowed to call this method"), nil)
+
+// authorize returns the handle of the method r names (nil if there is
+// none) and errPermissionDenied unless the caller of ctx may call it. Known
+// methods use the answer prepared per table; other names are matched
+// against the patterns, so a refusal tells nothing about whether the
+// method exists.
+func (s *Server) authorize(ctx context.Context, t *table, r *request) (*handle, *mapping.Error) {
+	var h *handle
+	if t != nil {
+		h = t.methods[string(r.method)]
+	}
+	id, ok := s.caller(ctx)
+	switch {
+	case !ok:
+		return h, errPermissionDenied
+	case id == nil:
+		return h, nil
+	case h != nil && h.guard.allow[id.index]:
+		return h, nil
+	case h == nil && id.allows(string(r.method)):
+		return h, nil
+	}
+	return h, errPermissionDenied
+}
+
+// front runs the checks every JSON-RPC request passes before its body is
+// read: the request id, which it returns as a header, and authentication,
+// answering 401 itself. It returns r with the exchange in its context.
+func (s *Server) front(w http.ResponseWriter, r *http.Request) (*http.Request, *exchange, bool) {
+	x := &exchange{requestID: requestID(r.Header.Get(RequestIDHeader))}
+	w.Header().Set(RequestIDHeader, x.requestID)
+	if a := s.opts.Auth; a != nil {
+		id, fail := a.authenticate(r)
+		if fail != authOK {
+			s.unauthorized(w, r, x, fail)
+			return nil, nil, false
+		}
+		x.id = id
+	}
+	return r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)), x, true
+}
+
+var authMessages = [...]string{
+	authMissing:   "authentication required: send Authorization: Bearer <token>, X-API-Key: <token> or a client certificate",
+	authInvalid:   "the credentials are not valid",
+	authMalformed: "the Authorization or X-API-Key header is malformed: send exactly one, as Authorization: Bearer <token> or X-API-Key: <token>",
+}
+
+// unauthorized answers 401 with a Bearer challenge (RFC 6750) and a
+// JSON-RPC error as a gRPC UNAUTHENTICATED status is answered.
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchange, fail authFailure) {
+	challenge := `Bearer realm=` + strconv.Quote(s.opts.AuthRealm)
+	switch fail {
+	case authInvalid:
+		challenge += `, error="invalid_token"`
+	case authMalformed:
+		challenge += `, error="invalid_request"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	e := mapping.StatusError(status.New(codes.Unauthenticated, authMessages[fail]), nil)
+	s.refused(r.Context(), x, "unauthenticated", authReasons[fail])
+	writeJSON(w, http.StatusUnauthorized, appendError(nil, nullID, e))
+}
+
+// requestID returns v when it is a usable request id (1 to 128 visible
+// ASCII characters), and a new random one otherwise.
+func requestID(v string) string {
+	if len(v) > 0 && len(v) <= 128 && visibleASCII(v) {
+		return v
+	}
+	return rand.Text()
+}
+
+func visibleASCII(v string) bool {
+	for i := range len(v) {
+		if v[i] <= ' ' || v[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// outgoing adds to the outgoing metadata of ctx what the bridge itself
+// tells the backend: the identity (always replacing whatever a client
+// forwarded under that key), the request id and the W3C trace context.
+func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	key := s.opts.IdentityMetadataKey
+	delete(md, key)
+	if x.id != nil {
+		md[key] = []string{x.id.name}
+	}
+	md["x-request-id"] = []string{x.requestID}
+	delete(md, "traceparent")
+	delete(md, "tracestate")
+	if tp := h.Get("Traceparent"); validTraceparent(tp) {
+		md["traceparent"] = []string{tp}
+		if ts := h.Values("Tracestate"); len(ts) > 0 {
+			md["tracestate"] = ts
+		}
+	}
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// validTraceparent checks the W3C trace context header: version, 32 hex
+// trace id, 16 hex parent id and 2 hex flags, lower case, ids not all zero.
+func validTraceparent(v string) bool {
+	if len(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' || v[:2] == "ff" {
+		return false
+	}
+	if v[:2] == "00" && len(v) != 55 || len(v) > 55 && v[55] != '-' {
+		return false
+	}
+	for _, f := range []string{v[:2], v[3:35], v[36:52], v[53:55]} {
+		for i := range len(f) {
+			if c := f[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return v[3:35] != "00000000000000000000000000000000" && v[36:52] != "0000000000000000"
+}

@@ -1,0 +1,236 @@
+package bridge
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// Metadata chooses which HTTP request headers travel to the backend as gRPC
+// metadata and which of the backend's metadata come back as HTTP headers.
+// Its zero value forwards only Grpc-Metadata-* headers and returns nothing.
+type Metadata struct {
+	// RequestHeaders lists HTTP request headers (any case) forwarded to the
+	// backend as gRPC metadata under their lower-case names. Headers named
+	// Grpc-Metadata-<name> are always forwarded as <name>. Hop-by-hop and
+	// reserved headers (see ForbiddenHeader) never are.
+	RequestHeaders []string
+	// ResponseHeaders lists gRPC response header and trailer names (any
+	// case) returned as HTTP headers of the same name, for a single call
+	// made with HTTP POST; a batch returns none. Empty returns none.
+	ResponseHeaders []string
+}
+
+// grpcMetadataPrefix starts the headers forwarded under the rest of their
+// name, as grpc-gateway does.
+const grpcMetadataPrefix = "Grpc-Metadata-"
+
+// hopByHop are the headers RFC 9110 section 7.6.1 keeps to one connection.
+var hopByHop = map[string]bool{
+	"connection": true, "keep-alive": true, "proxy-authenticate": true, "proxy-authorization": true,
+	"proxy-connection": true, "te": true, "trailer": true, "transfer-encoding": true, "upgrade": true,
+}
+
+// reserved are the headers HTTP/2 and gRPC set themselves.
+var reserved = map[string]bool{
+	"host": true, "content-length": true, "content-type": true, "user-agent": true,
+}
+
+// ForbiddenHeader tells why the header name (any case) can never be
+// forwarded, or returns "" when it can: hop-by-hop headers belong to one
+// connection, and host, content-*, user-agent, grpc-* and pseudo-headers
+// are set by HTTP/2 and gRPC themselves. Configuration uses it to refuse
+// such names early.
+func ForbiddenHeader(name string) string {
+	key := strings.ToLower(name)
+	switch {
+	case key == "":
+		return "empty name"
+	case hopByHop[key]:
+		return "a hop-by-hop header is never forwarded"
+	case reserved[key], strings.HasPrefix(key, "grpc-"), strings.HasPrefix(key, ":"):
+		return "gRPC sets this header itself"
+	}
+	for i := range len(key) {
+		c := key[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Sprintf("%q is not allowed in gRPC metadata names", c)
+		}
+	}
+	return ""
+}
+
+// metadataRules is Metadata prepared for the hot path.
+type metadataRules struct {
+	forward  map[string]string // canonical HTTP name -> metadata key
+	response []string          // metadata keys to return
+}
+
+func newMetadataRules(m Metadata) metadataRules {
+	r := metadataRules{forward: make(map[string]string, len(m.RequestHeaders))}
+	for _, name := range m.RequestHeaders {
+		if ForbiddenHeader(name) == "" {
+			r.forward[textproto.CanonicalMIMEHeaderKey(name)] = strings.ToLower(name)
+		}
+	}
+	for _, name := range m.ResponseHeaders {
+		if ForbiddenHeader(name) == "" {
+			r.response = append(r.response, strings.ToLower(name))
+		}
+	}
+	return r
+}
+
+// key returns the metadata key the HTTP header name travels under.
+func (r *metadataRules) key(name string) (string, bool) {
+	if len(name) > len(grpcMetadataPrefix) && strings.EqualFold(name[:len(grpcMetadataPrefix)], grpcMetadataPrefix) {
+		key := strings.ToLower(name[len(grpcMetadataPrefix):])
+		return key, ForbiddenHeader(key) == ""
+	}
+	key, ok := r.forward[name]
+	return key, ok
+}
+
+// outgoing returns ctx carrying the metadata h forwards, or ctx itself
+// when it forwards none. A -bin value that is not base64, or another value
+// gRPC cannot carry, is the client's error.
+func (r *metadataRules) outgoing(ctx context.Context, h http.Header) (context.Context, error) {
+	var md metadata.MD
+	for name, values := range h {
+		key, ok := r.key(name)
+		if !ok || connectionOption(h, key) {
+			continue
+		}
+		if md == nil {
+			md = make(metadata.MD)
+		}
+		for _, v := range values {
+			if strings.HasSuffix(key, "-bin") {
+				b, err := decodeBinary(v)
+				if err != nil {
+					return ctx, fmt.Errorf("the %s header is not base64", name)
+				}
+				v = string(b)
+			} else if !printable(v) {
+				return ctx, fmt.Errorf("the %s header has characters gRPC metadata cannot carry", name)
+			}
+			md[key] = append(md[key], v)
+		}
+	}
+	if md == nil {
+		return ctx, nil
+	}
+	return metadata.NewOutgoingContext(ctx, md), nil
+}
+
+// connectionOption reports whether the Connection header of h names key,
+// which makes it hop-by-hop too.
+func connectionOption(h http.Header, key string) bool {
+	for _, v := range h["Connection"] {
+		for opt := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(opt), key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// decodeBinary accepts base64 with or without padding, standard or URL
+// alphabet, as gRPC implementations send it.
+func decodeBinary(v string) ([]byte, error) {
+	v = strings.TrimRight(strings.TrimSpace(v), "=")
+	if strings.ContainsAny(v, "-_") {
+		return base64.RawURLEncoding.DecodeString(v)
+	}
+	return base64.RawStdEncoding.DecodeString(v)
+}
+
+func printable(v string) bool {
+	for i := range len(v) {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// captured holds the backend's response metadata of one call.
+type captured struct {
+	header, trailer metadata.MD
+}
+
+type captureKey struct{}
+
+// callOptions returns the options that capture the backend's response
+// metadata when ctx asks for it, and nil otherwise (the common case).
+func callOptions(ctx context.Context) []grpc.CallOption {
+	c, _ := ctx.Value(captureKey{}).(*captured)
+	if c == nil {
+		return nil
+	}
+	return []grpc.CallOption{grpc.Header(&c.header), grpc.Trailer(&c.trailer)}
+}
+
+// writeTo sets the allowed response metadata of c as HTTP headers on h;
+// -bin values are base64 encoded. A nil c sets nothing.
+func (c *captured) writeTo(h http.Header, keys []string) {
+	if c == nil {
+		return
+	}
+	for _, key := range keys {
+		values := append(c.header.Get(key), c.trailer.Get(key)...)
+		if len(values) == 0 {
+			continue
+		}
+		name := textproto.CanonicalMIMEHeaderKey(key)
+		for _, v := range values {
+			if strings.HasSuffix(key, "-bin") {
+				v = base64.StdEncoding.EncodeToString([]byte(v))
+			} else if !printable(v) {
+				continue
+			}
+			h.Add(name, v)
+		}
+	}
+}
+
+// requestContext is the context of the calls of r, whose body is body:
+// r's context (cancelled when the client goes away) with the metadata r
+// forwards, the timeout it asks for and, for a single call when response
+// headers are configured, a place to capture the backend's metadata.
+func (s *Server) requestContext(r *http.Request, body []byte) (context.Context, *captured, error) {
+	ctx, err := s.md.outgoing(r.Context(), r.Header)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, ok, err := s.requestTimeout(r.Header)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		ctx = withCallTimeout(ctx, d)
+	}
+	var c *captured
+	if len(s.md.response) > 0 && singleCall(body) {
+		c = new(captured)
+		ctx = context.WithValue(ctx, captureKey{}, c)
+	}
+	return ctx, c, nil
+}
+
+// singleCall reports whether body looks like one request object rather
+// than a batch.
+func singleCall(body []byte) bool {
+	i := skipSpace(body, 0)
+	if len(body) >= i+3 && body[i] == 0xEF && body[i+1] == 0xBB && body[i+2] == 0xBF {
+		i = skipSpace(body, i+3)
+	}
+	return i < len(body) && body[i] == '{'
+}

@@ -1,0 +1,267 @@
+package bridge_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+)
+
+func TestDiscoverAndOpenRPCJSONAreIdentical(t *testing.T) {
+	e := newEnv(t, bridge.Options{Document: mapping.DocumentInfo{Title: "Test", Version: "3.0.0"}})
+	code, served := e.do(t, http.MethodGet, "/openrpc.json", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /openrpc.json: HTTP %d %s, want 200", code, served)
+	}
+	code, reply := e.post(t, `{"jsonrpc": "2.0", "method": "rpc.discover", "id": 1}`)
+	if code != http.StatusOK {
+		t.Fatalf("rpc.discover: HTTP %d %s", code, reply)
+	}
+	var r struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(reply, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(compact(t, r.Result), compact(t, served)) {
+		t.Errorf("rpc.discover result differs from GET /openrpc.json:\n%s\n%s", r.Result, served)
+	}
+	var doc struct {
+		OpenRPC string            `json:"openrpc"`
+		Info    map[string]string `json:"info"`
+		Methods []struct {
+			Name string `json:"name"`
+		} `json:"methods"`
+	}
+	if err := json.Unmarshal(served, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenRPC != "1.3.2" || doc.Info["title"] != "Test" || doc.Info["version"] != "3.0.0" {
+		t.Errorf("document head = %s %v, want 1.3.2 with the configured info", doc.OpenRPC, doc.Info)
+	}
+	names := map[string]bool{}
+	for _, m := range doc.Methods {
+		names[m.Name] = true
+	}
+	for _, want := range []string{"demo.v1.Notes.CreateNote", ".rpc.ops.Ops.Ping", "test.v1.TestService.Echo", "helloworld.Greeter.SayHello"} {
+		if !names[want] {
+			t.Errorf("document lacks method %s", want)
+		}
+	}
+	// rpc.discover with empty params is the same call.
+	for _, params := range []string{`{}`, `[]`} {
+		got := e.call(t, `{"jsonrpc": "2.0", "method": "rpc.discover", "params": `+params+`, "id": 2}`)
+		b, _ := json.Marshal(got["result"])
+		if !bytes.Equal(compact(t, b), compact(t, served)) {
+			t.Errorf("rpc.discover with params %s differs from GET /openrpc.json", params)
+		}
+	}
+}
+
+func compact(t testing.TB, b []byte) []byte {
+	t.Helper()
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+// served is the OpenRPC document a bridge serves, compiled for validation.
+type served struct {
+	c       *jsonschema.Compiler
+	methods map[string]int // name -> index in methods
+	doc     struct {
+		Methods []struct {
+			Name   string `json:"name"`
+			Params []struct {
+				Name     string `json:"name"`
+				Required bool   `json:"required"`
+			} `json:"params"`
+		} `json:"methods"`
+	}
+}
+
+const servedURL = "mem://openrpc.json"
+
+func serveDocument(t testing.TB, e *env) *served {
+	t.Helper()
+	code, b := e.do(t, http.MethodGet, "/openrpc.json", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /openrpc.json: HTTP %d", code)
+	}
+	s := &served{c: jsonschema.NewCompiler(), methods: map[string]int{}}
+	s.c.DefaultDraft(jsonschema.Draft7)
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.AddResource(servedURL, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &s.doc); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range s.doc.Methods {
+		s.methods[m.Name] = i
+	}
+	return s
+}
+
+// checkParams validates params, a JSON object, against the method's param
+// schemas: every member names a param and matches its schema, and every
+// required param is there.
+func (s *served) checkParams(t testing.TB, method, params string) error {
+	t.Helper()
+	i, ok := s.methods[method]
+	if !ok {
+		t.Fatalf("document lacks %s", method)
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(params), &members); err != nil {
+		return err
+	}
+	byName := map[string]int{}
+	for j, p := range s.doc.Methods[i].Params {
+		byName[p.Name] = j
+		if _, ok := members[p.Name]; p.Required && !ok {
+			return &paramError{"missing required param " + p.Name}
+		}
+	}
+	for name, raw := range members {
+		j, ok := byName[name]
+		if !ok {
+			return &paramError{"no param named " + name}
+		}
+		if err := s.validate(t, "/methods/"+itoa(i)+"/params/"+itoa(j)+"/schema", raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkResult validates a result against the method's result schema.
+func (s *served) checkResult(t testing.TB, method string, result []byte) error {
+	t.Helper()
+	return s.validate(t, "/methods/"+itoa(s.methods[method])+"/result/schema", result)
+}
+
+func (s *served) validate(t testing.TB, ptr string, raw []byte) error {
+	t.Helper()
+	sch, err := s.c.Compile(servedURL + "#" + ptr)
+	if err != nil {
+		t.Fatalf("compile %s: %v", ptr, err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch.Validate(v)
+}
+
+type paramError struct{ msg string }
+
+func (e *paramError) Error() string { return e.msg }
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// TestDemoCallsMatchTheDocument calls every demo method for real: the
+// params match the params schemas and the results the result schema. A
+// table of params the bridge rejects with -32602 fails the schemas too.
+func TestDemoCallsMatchTheDocument(t *testing.T) {
+	e := newEnv(t, bridge.Options{})
+	s := serveDocument(t, e)
+	calls := []struct{ method, params string }{
+		{"demo.v1.Notes.CreateNote", `{"note": {"title": "t", "body": "b", "tags": ["x"], "labels": {"k": "v"}, "priority": "PRIORITY_HIGH", "author": {"name": "a", "email": "a@b"}}}`},
+		{"demo.v1.Notes.CreateNote", `{"note": {"title": "u", "priority": 1, "views": "3", "created_at": "2024-05-01T12:00:00Z"}}`},
+		{"demo.v1.Notes.GetNote", `{"id": "$id"}`},
+		{"demo.v1.Notes.ListNotes", `{"tags": ["x"]}`},
+		{"demo.v1.Notes.ListNotes", `{}`},
+		{"demo.v1.Notes.Increment", `{"delta": "5"}`},
+		{"demo.v1.Notes.Increment", `{"delta": -2}`},
+		{"demo.v1.Notes.GetCounter", `{}`},
+	}
+	seen := map[string]bool{}
+	id := ""
+	for _, c := range calls {
+		c.params = strings.ReplaceAll(c.params, "$id", id)
+		if err := s.checkParams(t, c.method, c.params); err != nil {
+			t.Errorf("%s params %s do not match the params schemas: %v", c.method, c.params, err)
+		}
+		r := e.call(t, `{"jsonrpc": "2.0", "method": "`+c.method+`", "params": `+c.params+`, "id": 1}`)
+		if errCode(t, r) != 0 {
+			t.Fatalf("%s %s: error %v", c.method, c.params, r["error"])
+		}
+		res, _ := json.Marshal(r["result"])
+		if note, ok := r["result"].(map[string]any); ok && id == "" && note["id"] != nil {
+			id, _ = note["id"].(string)
+		}
+		if err := s.checkResult(t, c.method, res); err != nil {
+			t.Errorf("%s result %s does not match the result schema: %v", c.method, res, err)
+		}
+		seen[c.method] = true
+	}
+	for name := range s.methods {
+		if strings.HasPrefix(name, "demo.v1.") && !seen[name] {
+			t.Errorf("demo method %s is not called", name)
+		}
+	}
+
+	bad := []struct{ name, method, params string }{
+		{"unknown param", "demo.v1.Notes.GetNote", `{"ident": "1"}`},
+		{"string as number", "demo.v1.Notes.GetNote", `{"id": 1}`},
+		{"int64 word", "demo.v1.Notes.Increment", `{"delta": "five"}`},
+		{"int64 fraction", "demo.v1.Notes.Increment", `{"delta": 1.5}`},
+		{"int64 out of range", "demo.v1.Notes.Increment", `{"delta": 9223372036854775808}`},
+		{"unknown enum name", "demo.v1.Notes.CreateNote", `{"note": {"title": "t", "priority": "PRIORITY_URGENT"}}`},
+		{"unknown nested field", "demo.v1.Notes.CreateNote", `{"note": {"title": "t", "color": "red"}}`},
+		{"bad timestamp", "demo.v1.Notes.CreateNote", `{"note": {"title": "t", "createdAt": "yesterday"}}`},
+		{"map value type", "demo.v1.Notes.CreateNote", `{"note": {"title": "t", "labels": {"k": 1}}}`},
+		{"both names", "demo.v1.Notes.CreateNote", `{"note": {"title": "t", "createdAt": "2024-05-01T12:00:00Z", "created_at": "2024-05-01T12:00:00Z"}}`},
+		{"repeated as string", "demo.v1.Notes.ListNotes", `{"tags": "x"}`},
+		{"null in list", "demo.v1.Notes.ListNotes", `{"tags": [null]}`},
+		{"params to a method without any", "demo.v1.Notes.GetCounter", `{"x": 1}`},
+	}
+	for _, b := range bad {
+		t.Run(b.name, func(t *testing.T) {
+			r := e.call(t, `{"jsonrpc": "2.0", "method": "`+b.method+`", "params": `+b.params+`, "id": 1}`)
+			if got := errCode(t, r); got != -32602 {
+				t.Fatalf("bridge answers %s with code %d, want -32602", b.params, got)
+			}
+			if err := s.checkParams(t, b.method, b.params); err == nil {
+				t.Errorf("params %s match the params schemas, want them rejected as the bridge does", b.params)
+			}
+		})
+	}
+}
+
+// The document follows the registry: a new Update serves a new document.
+func TestDocumentFollowsUpdate(t *testing.T) {
+	e := newEnv(t, bridge.Options{})
+	_, before := e.do(t, http.MethodGet, "/openrpc.json", "", "")
+	e.bridge.Update(onlyMethods{})
+	code, after := e.do(t, http.MethodGet, "/openrpc.json", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /openrpc.json after Update: HTTP %d", code)
+	}
+	if bytes.Equal(before, after) || !strings.Contains(string(after), `"methods": []`) {
+		t.Errorf("document after an Update with no methods = %s, want one without methods", after)
+	}
+}
+
+// onlyMethods is a Catalog of no methods.
+type onlyMethods struct{}
+
+func (onlyMethods) Methods() []protoreflect.MethodDescriptor { return nil }
+func (onlyMethods) Types() *protoregistry.Types              { return new(protoregistry.Types) }

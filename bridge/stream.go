@@ -1,0 +1,295 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+)
+
+// kind is how a method streams.
+type kind uint8
+
+const (
+	unary        kind = iota
+	serverStream      // one request, a stream of responses
+	clientStream      // a stream of requests, one response
+	bidiStream        // a stream each way
+)
+
+func kindOf(md protoreflect.MethodDescriptor) kind {
+	switch {
+	case md.IsStreamingClient() && md.IsStreamingServer():
+		return bidiStream
+	case md.IsStreamingClient():
+		return clientStream
+	case md.IsStreamingServer():
+		return serverStream
+	}
+	return unary
+}
+
+// streamDesc is what NewStream needs to call md; nil for unary methods.
+func streamDesc(md protoreflect.MethodDescriptor) *grpc.StreamDesc {
+	if kindOf(md) == unary {
+		return nil
+	}
+	return &grpc.StreamDesc{
+		StreamName:    string(md.Name()),
+		ServerStreams: md.IsStreamingServer(),
+		ClientStreams: md.IsStreamingClient(),
+	}
+}
+
+func (k kind) String() string {
+	switch k {
+	case serverStream:
+		return "server-streaming"
+	case clientStream:
+		return "client-streaming"
+	case bidiStream:
+		return "bidirectional-streaming"
+	}
+	return "unary"
+}
+
+// The bridge's own stream methods and notifications. The JSON-RPC
+// specification keeps names beginning with "rpc." for extensions of the
+// protocol, which these are; backend methods never take such names (see
+// MethodName).
+const (
+	streamPrefix  = "rpc.stream."
+	methodMessage = "rpc.stream.message" // bridge -> client: one response message
+	methodEnd     = "rpc.stream.end"     // bridge -> client: the stream ended
+	methodSend    = "rpc.stream.send"    // client -> bridge: one request message
+	methodClose   = "rpc.stream.close"   // client -> bridge: no more request messages
+	methodCancel  = "rpc.stream.cancel"  // client -> bridge: cancel the stream
+)
+
+// errorDomain is the ErrorInfo domain of the bridge's own statuses.
+const errorDomain = "grpc-jsonrpc-bridge"
+
+// isStreamCall reports whether method names a streaming method of t or one
+// of the bridge's stream methods.
+func isStreamCall(t *table, method []byte) bool {
+	if bytes.HasPrefix(method, []byte(streamPrefix)) {
+		return true
+	}
+	if t == nil {
+		return false
+	}
+	h := t.methods[string(method)]
+	return h != nil && h.kind != unary
+}
+
+// callStream answers a call of a streaming method, or of a stream method
+// of the bridge, and appends its reply. Over WebSocket, a call whose
+// responses stream (or whose requests come one at a time) opens a stream
+// and is answered with its id; every other call, and every call over
+// HTTP, is answered with one reply holding all the response messages.
+func (s *Server) callStream(ctx context.Context, t *table, r *request, dst []byte) []byte {
+	f := frameFrom(ctx)
+	if bytes.HasPrefix(r.method, []byte(streamPrefix)) {
+		if f == nil {
+			if r.notification() {
+				return dst
+			}
+			return appendError(dst, r.id, wsOnly(r.method))
+		}
+		return f.conn.control(r, dst)
+	}
+	h := t.methods[string(r.method)]
+	if f != nil && !r.notification() && opensStream(h.kind, r.params) {
+		return f.conn.open(f, t, h, r, dst)
+	}
+	reqs, e := requestMessages(h, r.params)
+	if e != nil {
+		if r.notification() {
+			return dst
+		}
+		return appendError(dst, r.id, e)
+	}
+	start := len(dst)
+	dst = appendResultHead(dst, r.id)
+	dst, e = s.collect(ctx, t, h, reqs, dst)
+	if r.notification() {
+		return dst[:start]
+	}
+	if e != nil {
+		return appendError(dst[:start], r.id, e)
+	}
+	return append(dst, '}')
+}
+
+// opensStream reports whether a WebSocket call of a method of kind k with
+// params opens a stream: always when the responses stream, and for
+// client streaming when params are left out, to be sent one at a time.
+func opensStream(k kind, params []byte) bool {
+	return k != clientStream || params == nil
+}
+
+// requestMessages turns params into the request messages of a call of h:
+// the params object of a server-streaming method, the members of the
+// params array of a client- or bidirectional-streaming one.
+func requestMessages(h *handle, params []byte) ([]proto.Message, *mapping.Error) {
+	if h.kind == serverStream {
+		m, e := h.codec.Request(params)
+		if e != nil {
+			return nil, e
+		}
+		return []proto.Message{m}, nil
+	}
+	if i := skipSpace(params, 0); i >= len(params) || params[i] != '[' {
+		return nil, byPosition(h)
+	}
+	members := splitArray(params[skipSpace(params, 0):])
+	msgs := make([]proto.Message, len(members))
+	for i, b := range members {
+		m, e := h.codec.RequestElement(i, b)
+		if e != nil {
+			return nil, e
+		}
+		msgs[i] = m
+	}
+	return msgs, nil
+}
+
+func byPosition(h *handle) *mapping.Error {
+	reason := "params of a " + h.kind.String() + " method are by position: an array of its request messages" +
+		" (over WebSocket, leave params out to send them one at a time with " + methodSend + ")"
+	data := append([]byte(`{"reason":`), appendString(nil, reason)...)
+	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+}
+
+func wsOnly(method []byte) *mapping.Error {
+	data := append([]byte(`{"method":`), quote(method)...)
+	data = append(data, `,"reason":"the rpc.stream methods work only on WebSocket connections (GET /ws)"}`...)
+	return &mapping.Error{Code: mapping.CodeMethodNotFound, Message: msgMethodNotFound, Data: data}
+}
+
+// collect calls h with reqs, reads every response and appends them to dst:
+// the one response of a client-streaming method, the array of them
+// otherwise. More than MaxStreamMessages responses, or more than
+// MaxStreamBytes of them, end the call with RESOURCE_EXHAUSTED.
+func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.Message, dst []byte) ([]byte, *mapping.Error) {
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
+	cs, err := h.conn.NewStream(ctx, h.desc, h.path, callOptions(ctx)...)
+	if err != nil {
+		cancel()
+		return dst, s.statusError(ctx, h, err, t.resolver)
+	}
+	// Send while receiving, so that a backend that answers as it reads
+	// never waits on flow control for a reader that is still sending.
+	var wg sync.WaitGroup
+	wg.Go(func() { sendAll(cs, reqs) })
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+
+	many := h.kind != clientStream
+	if many {
+		dst = append(dst, '[')
+	}
+	start, n := len(dst), 0
+	for {
+		m := h.codec.NewResponse()
+		err := cs.RecvMsg(m)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return dst, s.statusError(ctx, h, err, t.resolver)
+		}
+		if n++; n > s.opts.MaxStreamMessages {
+			return dst, s.tooManyMessages()
+		}
+		if n > 1 {
+			dst = append(dst, ',')
+		}
+		if dst, err = h.codec.AppendResult(dst, m); err != nil {
+			s.log.Error("cannot encode a stream message", "method", h.name, "error", err)
+			return dst, errInternal
+		}
+		if int64(len(dst)-start) > s.opts.MaxStreamBytes {
+			return dst, s.tooManyBytes()
+		}
+	}
+	if !many {
+		if n != 1 {
+			s.log.Error("a client-streaming call ended without one response", "method", h.name, "responses", n)
+			return dst, errInternal
+		}
+		return dst, nil
+	}
+	return append(dst, ']'), nil
+}
+
+// sendAll sends msgs on cs and half-closes it. A failed send stops it: the
+// call's status comes from RecvMsg.
+func sendAll(cs grpc.ClientStream, msgs []proto.Message) bool {
+	for _, m := range msgs {
+		if cs.SendMsg(m) != nil {
+			return false
+		}
+	}
+	cs.CloseSend()
+	return true
+}
+
+func (s *Server) tooManyMessages() *mapping.Error {
+	n := strconv.Itoa(s.opts.MaxStreamMessages)
+	return bridgeStatus(codes.ResourceExhausted, "STREAM_TOO_MANY_MESSAGES",
+		"the stream has more than max_stream_messages ("+n+") messages; call it over WebSocket to receive them all",
+		"limit", "max_stream_messages", "value", n)
+}
+
+func (s *Server) tooManyBytes() *mapping.Error {
+	n := strconv.FormatInt(s.opts.MaxStreamBytes, 10)
+	return bridgeStatus(codes.ResourceExhausted, "STREAM_TOO_LARGE",
+		"the stream's messages are larger than max_stream_bytes ("+n+" bytes); call it over WebSocket to receive them all",
+		"limit", "max_stream_bytes", "value", n)
+}
+
+// bridgeStatus is an error of the bridge's own that has a gRPC code: it
+// takes the shape of a backend status, with a google.rpc.ErrorInfo detail
+// of domain "grpc-jsonrpc-bridge" naming the reason; meta are key, value
+// pairs of its metadata.
+func bridgeStatus(code codes.Code, reason, msg string, meta ...string) *mapping.Error {
+	info := &errdetails.ErrorInfo{Reason: reason, Domain: errorDomain}
+	if len(meta) > 0 {
+		info.Metadata = make(map[string]string, len(meta)/2)
+		for i := 0; i+1 < len(meta); i += 2 {
+			info.Metadata[meta[i]] = meta[i+1]
+		}
+	}
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(info); err == nil {
+		st = d
+	}
+	return mapping.StatusError(st, nil)
+}
+
+// appendErrorObject appends e as a JSON-RPC error object.
+func appendErrorObject(dst []byte, e *mapping.Error) []byte {
+	dst = append(dst, `{"code":`...)
+	dst = strconv.AppendInt(dst, int64(e.Code), 10)
+	dst = append(dst, `,"message":`...)
+	dst = appendString(dst, e.Message)
+	if len(e.Data) > 0 {
+		dst = append(dst, `,"data":`...)
+		dst = append(dst, e.Data...)
+	}
+	return append(dst, '}')
+}

@@ -1,0 +1,200 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+)
+
+// controlParams are the params of the stream methods: by name
+// {"stream": id, "message": {...}} or by position [id, {...}].
+type controlParams struct {
+	Stream  string          `json:"stream"`
+	Message json.RawMessage `json:"message"`
+}
+
+// control answers a call of rpc.stream.send, rpc.stream.close or
+// rpc.stream.cancel on c. A notification gets no reply, as always.
+func (c *wsConn) control(r *request, dst []byte) []byte {
+	method := string(r.method)
+	var reply func(p *controlParams) ([]byte, *mapping.Error)
+	switch method {
+	case methodSend:
+		reply = c.send
+	case methodClose:
+		reply = c.closeSend
+	case methodCancel:
+		reply = c.cancelStream
+	default:
+		if r.notification() {
+			return dst
+		}
+		e := &mapping.Error{Code: mapping.CodeMethodNotFound, Message: msgMethodNotFound}
+		data := append([]byte(`{"method":`), quote(r.method)...)
+		e.Data = append(data, `,"reason":"the stream methods a client calls are rpc.stream.send, rpc.stream.close and rpc.stream.cancel"}`...)
+		return appendError(dst, r.id, e)
+	}
+	p, e := parseControl(r.params, method == methodSend)
+	var result []byte
+	if e == nil {
+		result, e = reply(p)
+	}
+	switch {
+	case r.notification():
+		return dst
+	case e != nil:
+		return appendError(dst, r.id, e)
+	}
+	dst = appendResultHead(dst, r.id)
+	dst = append(dst, result...)
+	return append(dst, '}')
+}
+
+// parseControl reads the params of a stream method; message tells whether
+// it takes a message.
+func parseControl(params []byte, message bool) (*controlParams, *mapping.Error) {
+	var p controlParams
+	var n int
+	switch i := skipSpace(params, 0); {
+	case i < len(params) && params[i] == '{':
+		d := json.NewDecoder(bytes.NewReader(params))
+		d.DisallowUnknownFields()
+		if d.Decode(&p) != nil {
+			return nil, controlInvalid(message)
+		}
+		if p.Message != nil {
+			n = 2
+		} else if p.Stream != "" {
+			n = 1
+		}
+	case i < len(params) && params[i] == '[':
+		var list []json.RawMessage
+		if json.Unmarshal(params, &list) != nil || len(list) == 0 || len(list) > 2 ||
+			json.Unmarshal(list[0], &p.Stream) != nil {
+			return nil, controlInvalid(message)
+		}
+		if len(list) == 2 {
+			p.Message = list[1]
+		}
+		n = len(list)
+	default:
+		return nil, controlInvalid(message)
+	}
+	switch {
+	case p.Stream == "":
+		return nil, controlInvalid(message)
+	case message && p.Message == nil:
+		return nil, controlInvalid(message)
+	case !message && n > 1:
+		return nil, controlInvalid(message)
+	}
+	return &p, nil
+}
+
+func controlInvalid(message bool) *mapping.Error {
+	reason := `params must be {"stream": "<id>"}`
+	if message {
+		reason = `params must be {"stream": "<id>", "message": {<request message>}}`
+	}
+	data := append([]byte(`{"reason":`), appendString(nil, reason)...)
+	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+}
+
+// noStream answers a stream method naming a stream that is not open on
+// the connection: it never was, or it has ended.
+func noStream(id string) *mapping.Error {
+	reason := "no open stream " + quote([]byte(id)) + " on this connection; it may have ended"
+	data := append([]byte(`{"stream":`), appendString(nil, id)...)
+	data = append(data, `,"reason":`...)
+	data = appendString(data, reason)
+	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+}
+
+// takesNone answers rpc.stream.send and rpc.stream.close on a stream that
+// was opened with all its request messages.
+func takesNone(st *stream) *mapping.Error {
+	reason := "stream " + quote([]byte(st.id)) + " was opened with all its request messages and takes no more"
+	if st.h.kind == serverStream {
+		reason = "stream " + quote([]byte(st.id)) + " is of a server-streaming method, which takes one request message"
+	}
+	data := append([]byte(`{"stream":`), appendString(nil, st.id)...)
+	data = append(data, `,"reason":`...)
+	data = appendString(data, reason)
+	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+}
+
+// send queues the message of p on its stream: rpc.stream.send.
+func (c *wsConn) send(p *controlParams) ([]byte, *mapping.Error) {
+	st := c.lookup(p.Stream)
+	if st == nil {
+		return nil, noStream(p.Stream)
+	}
+	if st.sendq == nil {
+		return nil, takesNone(st)
+	}
+	m, e := st.h.codec.RequestMember("message", p.Message)
+	if e != nil {
+		return nil, e
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case st.ended:
+		return nil, noStream(p.Stream)
+	case st.closed:
+		return nil, bridgeStatus(codes.FailedPrecondition, "STREAM_HALF_CLOSED",
+			"the stream's sending side is closed (rpc.stream.close was called)")
+	}
+	select {
+	case st.sendq <- m:
+		return []byte("true"), nil
+	default:
+		return nil, bridgeStatus(codes.ResourceExhausted, "SEND_BUFFER_FULL",
+			"the backend has not taken the stream's earlier messages yet; send this one again after a reply to an earlier send",
+			"limit", "stream_buffer", "value", strconv.Itoa(cap(st.sendq)))
+	}
+}
+
+// closeSend half-closes the stream of p: rpc.stream.close. The result is
+// true when the stream runs (closing twice is no error), false when no
+// such stream runs any more, as after an error ended it.
+func (c *wsConn) closeSend(p *controlParams) ([]byte, *mapping.Error) {
+	st := c.lookup(p.Stream)
+	if st == nil {
+		return []byte("false"), nil
+	}
+	if st.sendq == nil {
+		return nil, takesNone(st)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.ended {
+		return []byte("false"), nil
+	}
+	if !st.closed {
+		st.closed = true
+		close(st.sendq)
+	}
+	return []byte("true"), nil
+}
+
+// cancelStream cancels the stream of p: rpc.stream.cancel. The result is
+// true when the stream was running and is now cancelled, false when no
+// such stream runs (any more).
+func (c *wsConn) cancelStream(p *controlParams) ([]byte, *mapping.Error) {
+	st := c.lookup(p.Stream)
+	if st == nil {
+		return []byte("false"), nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.ended {
+		return []byte("false"), nil
+	}
+	st.cancel(errCancelledByClient)
+	return []byte("true"), nil
+}

@@ -1,0 +1,359 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Causes of the end of a WebSocket connection's context.
+var (
+	errConnClosed = errors.New("bridge: the WebSocket connection closed")
+)
+
+// wsConns counts the open WebSocket connections, for Shutdown. Its zero
+// value is ready to use.
+type wsConns struct {
+	mu      sync.Mutex
+	n       int           // connections being served
+	closing chan struct{} // closed by Shutdown; made on first use
+	idle    chan struct{} // closed when closing and n is 0; made on first use
+	closed  bool
+}
+
+func (w *wsConns) chans() (closing, idle chan struct{}) {
+	if w.closing == nil {
+		w.closing, w.idle = make(chan struct{}), make(chan struct{})
+	}
+	return w.closing, w.idle
+}
+
+// add counts a new connection and returns the channel Shutdown closes, or
+// false once Shutdown has begun.
+func (w *wsConns) add() (<-chan struct{}, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	closing, _ := w.chans()
+	if w.closed {
+		return nil, false
+	}
+	w.n++
+	return closing, true
+}
+
+func (w *wsConns) done() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n--
+	if w.closed && w.n == 0 {
+		_, idle := w.chans()
+		close(idle)
+	}
+}
+
+// Shutdown closes every WebSocket connection with status 1001 (going
+// away), which cancels their calls and streams, refuses new ones with
+// HTTP 503, and waits until the connections are gone or ctx ends. It is
+// safe to call more than once. It does not touch POST / calls: shut the
+// http.Server down for those.
+func (s *Server) Shutdown(ctx context.Context) error {
+	w := &s.ws
+	w.mu.Lock()
+	closing, idle := w.chans()
+	if !w.closed {
+		w.closed = true
+		close(closing)
+		if w.n == 0 {
+			close(idle)
+		}
+	}
+	w.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// serveWS upgrades GET /ws to a WebSocket connection and serves JSON-RPC
+// on it until it closes. The upgrade request's forwarded headers and
+// timeout apply to every call on the connection; authentication, when
+// configured, happens on it like on any request.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"WebSocket connections are opened with GET"}`))
+		return
+	}
+	if !headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", "websocket") {
+		w.Header().Set("Upgrade", "websocket")
+		writeJSON(w, http.StatusUpgradeRequired, []byte(`{"error":"GET /ws opens a WebSocket connection; send the WebSocket upgrade headers"}`))
+		return
+	}
+	// The connection outlives neither the server nor its own context, but
+	// it does outlive the handler's request context once hijacked.
+	ctx, err := s.md.outgoing(context.WithoutCancel(r.Context()), r.Header)
+	if err == nil {
+		var d time.Duration
+		var ok bool
+		if d, ok, err = s.requestTimeout(r.Header); ok {
+			ctx = withCallTimeout(ctx, d)
+		}
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID, invalidRequest(err.Error())))
+		return
+	}
+	if x := exchangeFrom(ctx); x != nil {
+		ctx = s.outgoing(ctx, x, r.Header) // identity, request id, trace context
+	}
+	closing, ok := s.ws.add()
+	if !ok {
+		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"error":"the server is shutting down"}`))
+		return
+	}
+	defer s.ws.done()
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.opts.WSOriginPatterns})
+	if err != nil {
+		s.log.Debug("WebSocket upgrade refused", "error", err)
+		return // Accept has answered
+	}
+	ws.SetReadLimit(s.opts.WSMaxMessageBytes)
+	c := &wsConn{
+		s:       s,
+		ws:      ws,
+		slots:   make(chan struct{}, s.opts.MaxCallsPerConnection),
+		streams: make(map[string]*stream),
+	}
+	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	c.serve(closing)
+}
+
+// wsConn is one WebSocket connection. Every frame it reads is one
+// JSON-RPC request or batch, answered by Server.Handle in a goroutine of
+// its own, so replies may come out of order; frames that call the stream
+// methods are answered in the reader, so that they act in the order they
+// were sent.
+type wsConn struct {
+	s  *Server
+	ws *websocket.Conn
+	// ctx is the connection's lifetime: it carries the upgrade request's
+	// metadata and is cancelled, with errConnClosed, when the connection
+	// ends, which cancels every call and stream on it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup // every goroutine of the connection
+	// slots holds one token per frame being answered, bounding them.
+	slots chan struct{}
+	// stalled is set while the reader waits for a slot: nothing reads
+	// pongs then, so no pings are sent.
+	stalled atomic.Bool
+
+	mu       sync.Mutex
+	streams  map[string]*stream // open streams by id
+	nstreams int                // streams reserved or open
+	nextID   uint64
+}
+
+// serve reads frames until the connection ends, then cancels everything
+// on it and waits for its goroutines.
+func (c *wsConn) serve(closing <-chan struct{}) {
+	defer func() {
+		c.cancel(errConnClosed)
+		c.wg.Wait()
+		c.ws.CloseNow()
+	}()
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.log.Error("panic in a WebSocket reader", "panic", p, "stack", string(debug.Stack()))
+			c.ws.Close(websocket.StatusInternalError, "internal error")
+		}
+	}()
+	c.wg.Go(func() { c.keepAlive(closing) })
+	for {
+		typ, data, err := c.ws.Read(c.ctx)
+		if err != nil {
+			c.s.log.Debug("WebSocket connection ended", "status", int(websocket.CloseStatus(err)), "error", err)
+			return
+		}
+		if typ != websocket.MessageText {
+			c.ws.Close(websocket.StatusUnsupportedData, "JSON-RPC messages are sent as text frames")
+			return
+		}
+		if !c.acquire() {
+			return
+		}
+		c.dispatch(data)
+	}
+}
+
+// acquire takes a slot for a frame, waiting while MaxCallsPerConnection
+// frames are being answered.
+func (c *wsConn) acquire() bool {
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	default:
+	}
+	c.stalled.Store(true)
+	defer c.stalled.Store(false)
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+func (c *wsConn) release() { <-c.slots }
+
+// frameKey is the context key of the *wsFrame a call belongs to.
+type frameKey struct{}
+
+// wsFrame is one frame being answered on a connection.
+type wsFrame struct {
+	conn *wsConn
+
+	mu     sync.Mutex
+	opened []*stream // streams whose ids the frame's reply carries
+}
+
+// frameFrom returns the WebSocket frame of a call, or nil over HTTP.
+func frameFrom(ctx context.Context) *wsFrame {
+	f, _ := ctx.Value(frameKey{}).(*wsFrame)
+	return f
+}
+
+// add records that the reply to f carries the id of st.
+func (f *wsFrame) add(st *stream) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.opened = append(f.opened, st)
+}
+
+// replied lets the streams opened by f send their messages, now that the
+// reply carrying their ids is written (or can never be).
+func (f *wsFrame) replied() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, st := range f.opened {
+		close(st.ready)
+	}
+	f.opened = nil
+}
+
+// dispatch answers one frame in a goroutine of the connection.
+func (c *wsConn) dispatch(data []byte) {
+	f := &wsFrame{conn: c}
+	ctx := context.WithValue(c.ctx, frameKey{}, f)
+	if isControlFrame(data) {
+		reply := c.s.Handle(ctx, data, nil)
+		c.wg.Go(func() {
+			defer c.release()
+			c.reply(f, reply)
+		})
+		return
+	}
+	c.wg.Go(func() {
+		defer c.release()
+		var reply []byte
+		defer func() { c.reply(f, reply) }()
+		reply = c.s.Handle(ctx, data, nil)
+	})
+}
+
+// reply writes the reply of f, if any, and then lets the streams it
+// opened start.
+func (c *wsConn) reply(f *wsFrame, reply []byte) {
+	defer f.replied()
+	if len(reply) > 0 {
+		c.write(reply)
+	}
+}
+
+// isControlFrame reports whether data is a single request for one of the
+// stream methods, which is answered in order, in the reader.
+func isControlFrame(data []byte) bool {
+	b := data[skipSpace(data, 0):]
+	if len(b) == 0 || b[0] != '{' {
+		return false
+	}
+	end, err := scanValue(b, 0, 0)
+	if err != nil || skipSpace(b, end) != len(b) {
+		return false
+	}
+	r := parseRequest(b[:end])
+	return r.invalid == nil && len(r.method) > len(streamPrefix) && string(r.method[:len(streamPrefix)]) == streamPrefix
+}
+
+// write sends one text frame. A frame that cannot be written within
+// WSPingInterval means the client is gone or not reading: the library
+// then closes the connection.
+func (c *wsConn) write(b []byte) error {
+	ctx := c.ctx
+	if d := c.s.opts.WSPingInterval; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	err := c.ws.Write(ctx, websocket.MessageText, b)
+	if err != nil {
+		c.s.log.Debug("cannot write a WebSocket frame", "error", err)
+	}
+	return err
+}
+
+// keepAlive pings the client every WSPingInterval and closes the
+// connection when a pong does not come back within another one; on
+// Shutdown it closes the connection with 1001.
+func (c *wsConn) keepAlive(closing <-chan struct{}) {
+	d := c.s.opts.WSPingInterval
+	var tick <-chan time.Time
+	if d > 0 {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-closing:
+			c.ws.Close(websocket.StatusGoingAway, "the server is shutting down")
+			return
+		case <-tick:
+			if c.stalled.Load() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(c.ctx, d)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil && c.ctx.Err() == nil {
+				c.s.log.Debug("WebSocket client did not answer a ping", "error", err)
+				c.ws.CloseNow()
+				return
+			}
+		}
+	}
+}
+
+// headerHas reports whether the comma-separated header name of h lists
+// token, in any case.
+func headerHas(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
