@@ -8,38 +8,92 @@ const FileFlag = "config"
 
 // Key names for RegisterExcept.
 const (
-	KeyBackend = "backend"
+	KeyBackend  = "backend"
+	KeyBackends = "backends"
 )
 
 // envPrefix prefixes every environment variable: BRIDGE_LISTEN.
 const envPrefix = "BRIDGE"
 
-// key describes one setting: its snake_case name (the YAML key), its help
-// text and where it lives in Settings.
+// key describes one setting: its snake_case name (the YAML key; a dot
+// nests it in a section, "tls.cert_file"), its help text and where it
+// lives in Settings.
 type key struct {
 	name  string
 	usage string
 	field func(*Settings) any // a pointer into the Settings
+	// fileOnly keys have no flag and no environment variable.
+	fileOnly bool
+	// secret values are masked by Settings.YAML.
+	secret bool
+	// short is the one-letter form of the flag, such as "I"; empty means none.
+	short string
 }
 
 // keys lists every setting, in the order of the help text and the docs.
 func keys() []key {
 	return []key{
-		{"backend", "gRPC backend target, HOST:PORT", func(s *Settings) any { return &s.Backend }},
-		{"listen", "HTTP listen address, HOST:PORT (port 0 picks a free port)", func(s *Settings) any { return &s.Listen }},
-		{"max_body_bytes", "largest HTTP request body in bytes", func(s *Settings) any { return &s.MaxBodyBytes }},
-		{"max_batch_size", "most calls in one JSON-RPC batch", func(s *Settings) any { return &s.MaxBatchSize }},
-		{"batch_parallelism", "most calls of one batch running at once", func(s *Settings) any { return &s.BatchParallelism }},
-		{"call_timeout", "deadline of each backend call, e.g. 30s", func(s *Settings) any { return &s.CallTimeout }},
-		{"emit_unpopulated", "include fields holding default values in results", func(s *Settings) any { return &s.EmitUnpopulated }},
-		{"log_level", "log level: debug, info, warn or error", func(s *Settings) any { return &s.LogLevel }},
-		{"log_format", "log format: text or json", func(s *Settings) any { return &s.LogFormat }},
-		{"shutdown_timeout", "wait for in-flight requests on shutdown, e.g. 15s", func(s *Settings) any { return &s.ShutdownTimeout }},
+		{name: "backend", usage: "gRPC backend target, HOST:PORT: one plaintext backend (shorthand for backends)", field: func(s *Settings) any { return &s.Backend }},
+		{name: "backends", usage: "the gRPC backends, each with name, address, TLS and service patterns (file only)", field: func(s *Settings) any { return &s.Backends }, fileOnly: true},
+		{name: "listen", usage: "HTTP listen address, HOST:PORT (port 0 picks a free port)", field: func(s *Settings) any { return &s.Listen }},
+		{name: "tls.cert_file", usage: "serve HTTPS with this PEM certificate (chain) file; needs tls.key_file", field: func(s *Settings) any { return &s.TLS.CertFile }},
+		{name: "tls.key_file", usage: "PEM private key file of tls.cert_file", field: func(s *Settings) any { return &s.TLS.KeyFile }},
+		{name: "tls.client_ca_file", usage: "require client certificates signed by a CA in this PEM file", field: func(s *Settings) any { return &s.TLS.ClientCAFile }},
+		{name: "max_body_bytes", usage: "largest HTTP request body in bytes", field: func(s *Settings) any { return &s.MaxBodyBytes }},
+		{name: "max_batch_size", usage: "most calls in one JSON-RPC batch", field: func(s *Settings) any { return &s.MaxBatchSize }},
+		{name: "batch_parallelism", usage: "most calls of one batch running at once", field: func(s *Settings) any { return &s.BatchParallelism }},
+		{name: "call_timeout", usage: "deadline of each backend call, e.g. 30s", field: func(s *Settings) any { return &s.CallTimeout }},
+		{name: "max_call_timeout", usage: "longest deadline a client may ask for with Grpc-Timeout or X-Request-Timeout; 0s means call_timeout", field: func(s *Settings) any { return &s.MaxCallTimeout }},
+		{name: "metadata.request_headers", usage: "HTTP request headers forwarded to backends as gRPC metadata (Grpc-Metadata-* always are)", field: func(s *Settings) any { return &s.Metadata.RequestHeaders }},
+		{name: "metadata.response_headers", usage: "backend response headers and trailers returned as HTTP headers of a single call", field: func(s *Settings) any { return &s.Metadata.ResponseHeaders }},
+		{name: "refresh_interval", usage: "rediscover the backends' services this often; 0s turns it off", field: func(s *Settings) any { return &s.RefreshInterval }},
+		{name: "emit_unpopulated", usage: "include fields holding default values in results", field: func(s *Settings) any { return &s.EmitUnpopulated }},
+		{name: "log_level", usage: "log level: debug, info, warn or error", field: func(s *Settings) any { return &s.LogLevel }},
+		{name: "log_format", usage: "log format: text or json", field: func(s *Settings) any { return &s.LogFormat }},
+		{name: "shutdown_timeout", usage: "wait for in-flight requests on shutdown, e.g. 15s", field: func(s *Settings) any { return &s.ShutdownTimeout }},
+		{name: "shutdown_delay", usage: "on shutdown, keep serving this long with /readyz 503 before refusing connections", field: func(s *Settings) any { return &s.ShutdownDelay }},
+		{name: "auth.file", usage: "YAML file of identities (tokens, client certificates, allowed methods); empty turns authentication off", field: func(s *Settings) any { return &s.Auth.File }},
+		{name: "auth.identity_metadata_key", usage: "gRPC metadata key carrying the caller's identity to backends", field: func(s *Settings) any { return &s.Auth.IdentityMetadataKey }},
+		{name: "max_in_flight", usage: "most JSON-RPC HTTP requests answered at once; more get HTTP 429", field: func(s *Settings) any { return &s.MaxInFlight }},
+		{name: "max_response_bytes", usage: "largest reply of a call, or sum of the replies of a batch, in bytes", field: func(s *Settings) any { return &s.MaxResponseBytes }},
+		{name: "rate_limit", usage: "calls a second each identity may make; 0 turns rate limiting off", field: func(s *Settings) any { return &s.RateLimit }},
+		{name: "rate_burst", usage: "calls an identity may make at once above rate_limit; 0 means the larger of max_batch_size and rate_limit", field: func(s *Settings) any { return &s.RateBurst }},
+		{name: "read_header_timeout", usage: "longest time a client may take to send its request headers", field: func(s *Settings) any { return &s.ReadHeaderTimeout }},
+		{name: "read_timeout", usage: "longest time a client may take to send a whole request", field: func(s *Settings) any { return &s.ReadTimeout }},
+		{name: "write_timeout", usage: "longest time from the end of the request headers to the end of the reply; 0s turns it off", field: func(s *Settings) any { return &s.WriteTimeout }},
+		{name: "idle_timeout", usage: "close keep-alive connections idle this long", field: func(s *Settings) any { return &s.IdleTimeout }},
+		{name: "access_log", usage: "log one line per call and per refused request", field: func(s *Settings) any { return &s.AccessLog }},
+		{name: "metrics", usage: "serve Prometheus metrics at GET /metrics", field: func(s *Settings) any { return &s.Metrics }},
+		{name: "protoset", usage: "serve the services of this FileDescriptorSet file (protoc --descriptor_set_out --include_imports) instead of discovering them by reflection", field: func(s *Settings) any { return &s.Descriptors.Protoset }},
+		{name: "proto", usage: "serve the services of these .proto files instead of discovering them by reflection", field: func(s *Settings) any { return &s.Descriptors.Proto }},
+		{name: "import_path", usage: "directories the proto files and their imports are found in (default the current directory)", field: func(s *Settings) any { return &s.Descriptors.ImportPath }, short: "I"},
+		{name: "openrpc_title", usage: "title of the OpenRPC document; empty means \"gRPC services over JSON-RPC\"", field: func(s *Settings) any { return &s.OpenRPC.Title }},
+		{name: "openrpc_version", usage: "version of the API in the OpenRPC document; empty means 0.0.0", field: func(s *Settings) any { return &s.OpenRPC.Version }},
+		{name: "openrpc_description", usage: "description of the API in the OpenRPC document; empty means the services' comments", field: func(s *Settings) any { return &s.OpenRPC.Description }},
+		{name: "openrpc_servers", usage: "URLs of the JSON-RPC endpoint in the OpenRPC document; empty means http://<listen>/", field: func(s *Settings) any { return &s.OpenRPC.Servers }},
+		{name: "max_stream_messages", usage: "most response messages of a streaming call answered in one reply", field: func(s *Settings) any { return &s.Streaming.MaxStreamMessages }},
+		{name: "max_stream_bytes", usage: "largest JSON size in bytes of the messages of a streaming call answered in one reply", field: func(s *Settings) any { return &s.Streaming.MaxStreamBytes }},
+		{name: "ws_max_message_bytes", usage: "largest WebSocket frame from a client in bytes; 0 means max_body_bytes", field: func(s *Settings) any { return &s.Streaming.WSMaxMessageBytes }},
+		{name: "stream_buffer", usage: "messages of one WebSocket stream waiting for the client or the backend", field: func(s *Settings) any { return &s.Streaming.StreamBuffer }},
+		{name: "slow_client_timeout", usage: "how long a full stream buffer waits for the client to read before the stream is cancelled", field: func(s *Settings) any { return &s.Streaming.SlowClientTimeout }},
+		{name: "max_streams_per_connection", usage: "most open streams on one WebSocket connection", field: func(s *Settings) any { return &s.Streaming.MaxStreamsPerConnection }},
+		{name: "max_calls_per_connection", usage: "most frames of one WebSocket connection answered at once", field: func(s *Settings) any { return &s.Streaming.MaxCallsPerConnection }},
+		{name: "ws_ping_interval", usage: "ping idle WebSocket clients this often; 0s turns pings and write timeouts off", field: func(s *Settings) any { return &s.Streaming.WSPingInterval }},
+		{name: "ws_origin_patterns", usage: "origins, besides the request's host, whose pages may open WebSocket connections (path.Match patterns)", field: func(s *Settings) any { return &s.Streaming.WSOriginPatterns }},
 	}
 }
 
-// flagName is the kebab-case flag of a key: max_body_bytes -> max-body-bytes.
-func flagName(key string) string { return strings.ReplaceAll(key, "_", "-") }
+// backendKeys lists the keys of one entry of backends, for unknown-key
+// errors and the docs.
+func backendKeys() []string {
+	return []string{"name", "address", "plaintext", "tls.ca_file", "tls.server_name", "tls.cert_file", "tls.key_file", "include", "exclude"}
+}
 
-// envName is the environment variable of a key: max_body_bytes -> BRIDGE_MAX_BODY_BYTES.
-func envName(key string) string { return envPrefix + "_" + strings.ToUpper(key) }
+// flagName is the kebab-case flag of a key: tls.cert_file -> tls-cert-file.
+func flagName(key string) string { return strings.NewReplacer("_", "-", ".", "-").Replace(key) }
+
+// envName is the environment variable of a key: tls.cert_file ->
+// BRIDGE_TLS_CERT_FILE.
+func envName(key string) string {
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}

@@ -26,24 +26,31 @@ func Register(flags *pflag.FlagSet) { RegisterExcept(flags) }
 func RegisterExcept(flags *pflag.FlagSet, except ...string) {
 	def := Defaults()
 	for _, k := range keys() {
-		if slices.Contains(except, k.name) {
+		if k.fileOnly || slices.Contains(except, k.name) {
 			continue
 		}
 		name, usage := flagName(k.name), fmt.Sprintf("%s (env %s)", k.usage, envName(k.name))
+		// Each flag is made alone, then added with its one-letter form.
+		fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 		switch p := k.field(&def).(type) {
 		case *string:
-			flags.String(name, *p, usage)
+			fs.String(name, *p, usage)
 		case *int:
-			flags.Int(name, *p, usage)
+			fs.Int(name, *p, usage)
 		case *int64:
-			flags.Int64(name, *p, usage)
+			fs.Int64(name, *p, usage)
 		case *bool:
-			flags.Bool(name, *p, usage)
+			fs.Bool(name, *p, usage)
 		case *time.Duration:
-			flags.Duration(name, *p, usage)
+			fs.Duration(name, *p, usage)
+		case *[]string:
+			fs.StringSlice(name, *p, usage+"; comma-separated")
 		default:
 			panic(fmt.Sprintf("config: setting %s has unsupported type %T", k.name, p))
 		}
+		f := fs.Lookup(name)
+		f.Shorthand = k.short
+		flags.AddFlag(f)
 	}
 	flags.String(FileFlag, "", fmt.Sprintf("YAML configuration file (env %s)", envName(FileFlag)))
 }
@@ -51,34 +58,59 @@ func RegisterExcept(flags *pflag.FlagSet, except ...string) {
 // Load reads the settings from flags (already parsed; a key without a flag
 // is fine), then BRIDGE_* variables, then the YAML file named by --config
 // or BRIDGE_CONFIG, then Defaults, and validates them. Every error names
-// the key, and for unknown keys the file; all of them are the user's to fix.
+// the key, and the file when the value came from it; all of them are the
+// user's to fix.
 func Load(flags *pflag.FlagSet) (Settings, error) {
 	v := viper.New()
 	v.SetEnvPrefix(envPrefix)
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
-	for _, name := range append(names(), FileFlag) {
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_", ".", "_"))
+	for _, name := range append(flagNames(), FileFlag) {
 		if err := bind(v, flags, name); err != nil {
 			return Settings{}, err
 		}
 	}
-	if path := v.GetString(FileFlag); path != "" {
-		if err := readFile(v, path); err != nil {
-			return Settings{}, err
-		}
-	}
-
 	s := Defaults()
 	var errs []error
+	file := v.GetString(FileFlag)
+	if file != "" {
+		backends, err := readFile(v, file)
+		if err != nil {
+			return Settings{}, err
+		}
+		s.Backends, errs = parseBackends(file, backends)
+	}
+	fromFile := func(name string) bool {
+		section, _, nested := strings.Cut(name, ".")
+		inFile := v.InConfig(name) || nested && v.InConfig(section)
+		if file == "" || !inFile || os.Getenv(envName(name)) != "" {
+			return false
+		}
+		f := flags.Lookup(flagName(name))
+		return f == nil || !f.Changed
+	}
 	for _, k := range keys() {
+		if k.fileOnly {
+			continue
+		}
 		p := k.field(&s)
 		if err := v.UnmarshalKey(k.name, p, viper.DecodeHook(strictHook)); err != nil {
 			errs = append(errs, &KeyError{Key: k.name, Err: ErrInvalidValue,
 				Reason: fmt.Sprintf("want %s, got %q", describe(p), fmt.Sprint(v.Get(k.name)))})
 		}
 	}
+	s.normalize()
 	// A key that failed to decode kept its default, so Validate reports
 	// only the other problems.
-	if err := errors.Join(append(errs, s.Validate())...); err != nil {
+	if err := s.Validate(); err != nil {
+		errs = append(errs, err.(interface{ Unwrap() []error }).Unwrap()...)
+	}
+	for _, err := range errs {
+		var ke *KeyError
+		if errors.As(err, &ke) && ke.File == "" && (strings.HasPrefix(ke.Key, KeyBackends) || fromFile(ke.Key)) {
+			ke.File = file
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return Settings{}, err
 	}
 	return s, nil
@@ -88,6 +120,17 @@ func names() []string {
 	var out []string
 	for _, k := range keys() {
 		out = append(out, k.name)
+	}
+	return out
+}
+
+// flagNames are the keys with a flag and an environment variable.
+func flagNames() []string {
+	var out []string
+	for _, k := range keys() {
+		if !k.fileOnly {
+			out = append(out, k.name)
+		}
 	}
 	return out
 }
@@ -106,34 +149,76 @@ func bind(v *viper.Viper, flags *pflag.FlagSet, name string) error {
 }
 
 // readFile loads the YAML file at path into v, refusing keys that name no
-// setting.
-func readFile(v *viper.Viper, path string) error {
+// setting, and returns the raw value of backends, which v does not decode.
+func readFile(v *viper.Viper, path string) (any, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	var m map[string]any
 	if err := yaml.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("config: %s: %w", path, err)
+		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
-	known := names()
-	var unknown []error
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if !slices.Contains(known, strings.ToLower(name)) {
-			unknown = append(unknown, &KeyError{
-				Key: name, File: path, Err: ErrUnknownKey,
-				Reason: "known keys are " + strings.Join(known, ", "),
-			})
-		}
-	}
-	if err := errors.Join(unknown...); err != nil {
-		return err
+	if err := errors.Join(checkKeys(path, m, "")...); err != nil {
+		return nil, err
 	}
 	v.SetConfigType("yaml")
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("config: %s: %w", path, err)
+		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
-	return nil
+	for k, val := range m {
+		if strings.ToLower(k) == KeyBackends {
+			return val, nil
+		}
+	}
+	return nil, nil
+}
+
+// checkKeys refuses the keys of m, the section prefix of a file (""
+// for the top level, "tls." for the tls section), that name no setting.
+func checkKeys(file string, m map[string]any, prefix string) []error {
+	var here, sections []string // the keys and sections at this level
+	for _, name := range names() {
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			if section, _, nested := strings.Cut(rest, "."); nested {
+				if !slices.Contains(sections, section) {
+					sections = append(sections, section)
+					here = append(here, section)
+				}
+			} else {
+				here = append(here, rest)
+			}
+		}
+	}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		name := strings.ToLower(k)
+		switch {
+		case slices.Contains(sections, name):
+			sub, ok := m[k].(map[string]any)
+			if !ok && m[k] != nil {
+				errs = append(errs, &KeyError{Key: prefix + k, File: file, Err: ErrInvalidValue,
+					Reason: "want a mapping of " + strings.Join(sectionKeys(prefix+name+"."), ", ")})
+				continue
+			}
+			errs = append(errs, checkKeys(file, sub, prefix+name+".")...)
+		case !slices.Contains(here, name):
+			errs = append(errs, &KeyError{Key: prefix + k, File: file, Err: ErrUnknownKey,
+				Reason: "known keys are " + strings.Join(sectionKeys(prefix), ", ")})
+		}
+	}
+	return errs
+}
+
+// sectionKeys lists the keys under prefix, in full.
+func sectionKeys(prefix string) []string {
+	var out []string
+	for _, name := range names() {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // describe says what a setting of p's type looks like, for error messages.
@@ -145,6 +230,8 @@ func describe(p any) string {
 		return "true or false"
 	case *time.Duration:
 		return `a duration with a unit, such as "30s"`
+	case *[]string:
+		return "a list of strings"
 	default:
 		return "a string"
 	}
@@ -154,6 +241,9 @@ func describe(p any) string {
 // as durations (nanoseconds) and fractions as whole numbers. It decodes
 // durations from strings such as "30s".
 func strictHook(_, to reflect.Type, data any) (any, error) {
+	if str, ok := data.(string); ok && to == reflect.TypeFor[[]string]() {
+		return splitList(str), nil
+	}
 	switch to.Kind() {
 	case reflect.Int, reflect.Int64:
 		if f, ok := data.(float64); ok && f != math.Trunc(f) {
@@ -170,5 +260,34 @@ func strictHook(_, to reflect.Type, data any) (any, error) {
 		return time.ParseDuration(d)
 	default:
 		return nil, errors.New("no unit")
+	}
+}
+
+// splitList splits a comma-separated list, as given in the environment.
+func splitList(s string) []string {
+	out := []string{}
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// normalize makes empty lists nil, however they were given.
+func (s *Settings) normalize() {
+	for _, l := range []*[]string{&s.Metadata.RequestHeaders, &s.Metadata.ResponseHeaders,
+		&s.Descriptors.Proto, &s.Descriptors.ImportPath, &s.OpenRPC.Servers, &s.Streaming.WSOriginPatterns} {
+		if len(*l) == 0 {
+			*l = nil
+		}
+	}
+	for i := range s.Backends {
+		b := &s.Backends[i]
+		for _, l := range []*[]string{&b.Include, &b.Exclude} {
+			if len(*l) == 0 {
+				*l = nil
+			}
+		}
 	}
 }

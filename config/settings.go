@@ -1,22 +1,34 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"os"
+	"path"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Settings is everything the bridge can be configured with. The zero value
 // is not usable; start from Defaults or Load.
 type Settings struct {
-	// Backend is the gRPC backend's target, HOST:PORT or any grpc-go
-	// target such as "dns:///backend:50051". Empty means unset; `serve`
-	// refuses that.
+	// Backend is one plaintext gRPC backend's target, HOST:PORT or any
+	// grpc-go target such as "dns:///backend:50051": shorthand for a
+	// Backends list of one. Empty means unset.
 	Backend string
+	// Backends are the gRPC backends, from the file only. Empty means
+	// unset; `serve` needs Backend or Backends.
+	Backends []Backend
 	// Listen is the HTTP listen address, HOST:PORT. Port 0 picks a free one.
 	Listen string
+	// TLS makes the listener serve HTTPS; its zero value serves HTTP.
+	TLS ListenerTLS
 	// MaxBodyBytes bounds one HTTP request body.
 	MaxBodyBytes int64
 	// MaxBatchSize bounds the number of calls in one JSON-RPC batch.
@@ -25,6 +37,13 @@ type Settings struct {
 	BatchParallelism int
 	// CallTimeout bounds each backend call.
 	CallTimeout time.Duration
+	// MaxCallTimeout bounds the deadline a client may ask for; zero means
+	// CallTimeout.
+	MaxCallTimeout time.Duration
+	// Metadata chooses the headers forwarded to and returned from backends.
+	Metadata Metadata
+	// RefreshInterval is the period of rediscovery; zero turns it off.
+	RefreshInterval time.Duration
 	// EmitUnpopulated makes results carry fields holding default values.
 	EmitUnpopulated bool
 	// LogLevel is one of debug, info, warn, error.
@@ -33,6 +52,111 @@ type Settings struct {
 	LogFormat string
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long the bridge keeps serving, with /readyz
+	// answering 503, before it refuses new connections. Zero refuses them
+	// at once.
+	ShutdownDelay time.Duration
+	// Auth chooses who may call what; its zero value turns authentication
+	// off.
+	Auth Auth
+	// MaxInFlight bounds the JSON-RPC HTTP requests answered at once.
+	MaxInFlight int
+	// MaxResponseBytes bounds the reply of a call and the replies of a batch.
+	MaxResponseBytes int64
+	// RateLimit is the calls a second each identity may make; zero is off.
+	RateLimit int
+	// RateBurst is the calls an identity may make at once; zero means the
+	// larger of MaxBatchSize and RateLimit.
+	RateBurst int
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are
+	// those of the HTTP server; a zero WriteTimeout means none.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// AccessLog logs one record per call and per refused request.
+	AccessLog bool
+	// Metrics serves Prometheus metrics at GET /metrics.
+	Metrics bool
+	// Descriptors, when set, give the services of a backend without
+	// reflection; the zero value discovers them by reflection.
+	Descriptors Descriptors
+	// OpenRPC fills the info and servers of the OpenRPC document.
+	OpenRPC OpenRPC
+	// Streaming are the limits of streams and WebSocket connections.
+	Streaming Streaming
+}
+
+// Auth are the authentication settings.
+type Auth struct {
+	// File is a YAML file of identities (see LoadIdentities); empty turns
+	// authentication off.
+	File string
+	// IdentityMetadataKey is the gRPC metadata key of the caller's identity.
+	IdentityMetadataKey string
+}
+
+// ListenerTLS are the HTTPS settings of the listener. Certificate files are
+// reread when they change.
+type ListenerTLS struct {
+	// CertFile and KeyFile are the PEM certificate chain and private key;
+	// both empty serves plain HTTP.
+	CertFile, KeyFile string
+	// ClientCAFile, if set, makes the listener require client
+	// certificates signed by one of its PEM certificates.
+	ClientCAFile string
+}
+
+// Enabled reports whether the listener serves HTTPS.
+func (t ListenerTLS) Enabled() bool { return t.CertFile != "" }
+
+// Metadata lists the headers that cross the bridge; see bridge.Metadata.
+type Metadata struct {
+	// RequestHeaders are forwarded to the backend as gRPC metadata.
+	RequestHeaders []string
+	// ResponseHeaders are returned from the backend's headers and
+	// trailers as HTTP headers of a single call.
+	ResponseHeaders []string
+}
+
+// Backend is one gRPC backend.
+type Backend struct {
+	// Name identifies the backend in logs, errors and /readyz; empty
+	// means the address.
+	Name string `yaml:"name"`
+	// Address is the gRPC target, HOST:PORT or a grpc-go target.
+	Address string `yaml:"address"`
+	// Plaintext is true when the connection has no TLS. A backend must
+	// say either plaintext: true or give a tls section.
+	Plaintext bool `yaml:"plaintext,omitempty"`
+	// TLS, if not nil, makes the connection use TLS.
+	TLS *BackendTLS `yaml:"tls,omitempty"`
+	// Include and Exclude select the backend's services by full name,
+	// with path.Match patterns where * also matches dots ("demo.*").
+	// Empty Include means every service.
+	Include []string `yaml:"include,omitempty"`
+	Exclude []string `yaml:"exclude,omitempty"`
+}
+
+// BackendTLS are the TLS settings of a backend connection. Files are reread
+// when they change.
+type BackendTLS struct {
+	// CAFile holds the PEM certificates that may sign the backend's
+	// certificate; empty means the system's roots.
+	CAFile string `yaml:"ca_file,omitempty"`
+	// ServerName overrides the name the backend's certificate must carry;
+	// empty means the host of Address.
+	ServerName string `yaml:"server_name,omitempty"`
+	// CertFile and KeyFile are a client certificate and key for mTLS;
+	// both empty sends none.
+	CertFile string `yaml:"cert_file,omitempty"`
+	KeyFile  string `yaml:"key_file,omitempty"`
+}
+
+// BackendList returns the backends to serve: Backends, or the one
+// plaintext backend named by Backend (named "default").
+func (s Settings) BackendList() []Backend {
+	if s.Backend != "" {
+		return []Backend{{Name: "default", Address: s.Backend, Plaintext: true}}
+	}
+	return s.Backends
 }
 
 // Defaults returns the settings used where nothing else is given.
@@ -43,9 +167,21 @@ func Defaults() Settings {
 		MaxBatchSize:     100,
 		BatchParallelism: 16,
 		CallTimeout:      30 * time.Second,
+		RefreshInterval:  5 * time.Minute,
 		LogLevel:         "info",
 		LogFormat:        "text",
 		ShutdownTimeout:  15 * time.Second,
+
+		Auth:              Auth{IdentityMetadataKey: "x-bridge-identity"},
+		MaxInFlight:       128,
+		MaxResponseBytes:  8 << 20,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		AccessLog:         true,
+		Metrics:           true,
+
+		Streaming: defaultStreaming(),
 	}
 }
 
@@ -56,7 +192,8 @@ func LogLevels() []string { return []string{"debug", "info", "warn", "error"} }
 func LogFormats() []string { return []string{"text", "json"} }
 
 // Validate reports every bad value of s, each as a *KeyError naming the
-// key. An empty Backend is valid here: only `serve` needs one.
+// key. Certificate files must exist and parse. An empty Backend and
+// Backends are valid here: only `serve` needs one.
 func (s Settings) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
@@ -65,6 +202,24 @@ func (s Settings) Validate() error {
 	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
 		bad("listen", "want HOST:PORT, got %q", s.Listen)
 	}
+	if s.Backend != "" {
+		if reason := checkTarget(s.Backend); reason != "" {
+			bad("backend", "%s", reason)
+		}
+		if len(s.Backends) > 0 {
+			bad("backend", "give either backend (one plaintext backend) or backends, not both")
+		}
+	}
+	names := map[string]int{}
+	for i, b := range s.Backends {
+		errs = append(errs, b.validate(fmt.Sprintf("backends[%d]", i))...)
+		name := cmpOr(b.Name, b.Address)
+		if j, dup := names[name]; dup {
+			bad(fmt.Sprintf("backends[%d].name", i), "%q is the name of backends[%d] too", name, j)
+		}
+		names[name] = i
+	}
+	errs = append(errs, s.TLS.validate()...)
 	if s.MaxBodyBytes <= 0 {
 		bad("max_body_bytes", "must be positive, got %d", s.MaxBodyBytes)
 	}
@@ -77,9 +232,17 @@ func (s Settings) Validate() error {
 	if s.CallTimeout <= 0 {
 		bad("call_timeout", "must be positive, got %s", s.CallTimeout)
 	}
+	if s.MaxCallTimeout < 0 || s.MaxCallTimeout > 0 && s.MaxCallTimeout < s.CallTimeout {
+		bad("max_call_timeout", "must be 0s or at least call_timeout (%s), got %s", s.CallTimeout, s.MaxCallTimeout)
+	}
+	if s.RefreshInterval < 0 {
+		bad("refresh_interval", "must be 0s (off) or positive, got %s", s.RefreshInterval)
+	}
 	if s.ShutdownTimeout <= 0 {
 		bad("shutdown_timeout", "must be positive, got %s", s.ShutdownTimeout)
 	}
+	errs = append(errs, s.validateGuard()...)
+	errs = append(errs, s.validateSources()...)
 	if !slices.Contains(LogLevels(), s.LogLevel) {
 		bad("log_level", "want one of %v, got %q", LogLevels(), s.LogLevel)
 	}
@@ -87,4 +250,130 @@ func (s Settings) Validate() error {
 		bad("log_format", "want one of %v, got %q", LogFormats(), s.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// validate checks one backend; prefix is its key, "backends[1]".
+func (b Backend) validate(prefix string) []error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &KeyError{Key: prefix + key, Err: ErrInvalidValue, Reason: fmt.Sprintf(format, args...)})
+	}
+	if reason := checkTarget(b.Address); reason != "" {
+		bad(".address", "%s", reason)
+	}
+	switch {
+	case b.Plaintext && b.TLS != nil:
+		bad(".plaintext", "a backend is either plaintext: true or has a tls section, not both")
+	case !b.Plaintext && b.TLS == nil:
+		bad(".plaintext", "choose plaintext: true or a tls section (tls: {} uses the system's CAs)")
+	}
+	for _, f := range [...]struct {
+		key      string
+		patterns []string
+	}{{".include", b.Include}, {".exclude", b.Exclude}} {
+		for _, p := range f.patterns {
+			if _, err := path.Match(p, ""); err != nil || p == "" {
+				bad(f.key, "bad service pattern %q", p)
+			}
+		}
+	}
+	if t := b.TLS; t != nil {
+		if t.CAFile != "" {
+			if err := checkCAFile(t.CAFile); err != nil {
+				bad(".tls.ca_file", "%v", err)
+			}
+		}
+		errs = append(errs, checkKeyPair(prefix+".tls.cert_file", prefix+".tls.key_file", t.CertFile, t.KeyFile)...)
+	}
+	return errs
+}
+
+func (t ListenerTLS) validate() []error {
+	errs := checkKeyPair("tls.cert_file", "tls.key_file", t.CertFile, t.KeyFile)
+	if t.ClientCAFile != "" {
+		if err := checkCAFile(t.ClientCAFile); err != nil {
+			errs = append(errs, &KeyError{Key: "tls.client_ca_file", Err: ErrInvalidValue, Reason: err.Error()})
+		}
+		if t.CertFile == "" {
+			errs = append(errs, &KeyError{Key: "tls.client_ca_file", Err: ErrInvalidValue,
+				Reason: "client certificates need HTTPS: set tls.cert_file and tls.key_file too"})
+		}
+	}
+	return errs
+}
+
+// checkKeyPair checks that cert and key are both set or both empty, and
+// load as a pair.
+func checkKeyPair(certKey, keyKey, cert, key string) []error {
+	bad := func(k, reason string) []error {
+		return []error{&KeyError{Key: k, Err: ErrInvalidValue, Reason: reason}}
+	}
+	switch {
+	case cert == "" && key == "":
+		return nil
+	case key == "":
+		return bad(keyKey, "missing: "+certKey+" is set, so the key file is needed too")
+	case cert == "":
+		return bad(certKey, "missing: "+keyKey+" is set, so the certificate file is needed too")
+	}
+	if _, err := os.Stat(cert); err != nil {
+		return bad(certKey, readError(err))
+	}
+	if _, err := os.Stat(key); err != nil {
+		return bad(keyKey, readError(err))
+	}
+	if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+		return bad(certKey, "cannot load the certificate with "+keyKey+": "+err.Error())
+	}
+	return nil
+}
+
+// checkCAFile checks that file holds at least one PEM certificate.
+func checkCAFile(file string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return errors.New(readError(err))
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(data) {
+		return fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return nil
+}
+
+func readError(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("cannot read %s: %v", pe.Path, pe.Err)
+	}
+	return err.Error()
+}
+
+// checkTarget tells what is wrong with a gRPC target, or returns "".
+// HOST:PORT needs a numeric port; targets with a scheme ("dns:///h:1",
+// "unix:///run/b.sock") are passed to gRPC as they are.
+func checkTarget(target string) string {
+	if target == "" {
+		return "missing: want HOST:PORT"
+	}
+	if strings.HasPrefix(target, "unix:") || strings.Contains(target, ":///") {
+		if _, err := url.Parse(target); err != nil {
+			return fmt.Sprintf("want HOST:PORT or a gRPC target such as dns:///host:port, got %q", target)
+		}
+		return ""
+	}
+	_, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return fmt.Sprintf("want HOST:PORT, got %q", target)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Sprintf("want a port number from 1 to 65535, got %q", port)
+	}
+	return ""
 }

@@ -1,170 +1,263 @@
 // Package deploy holds the container image and Kubernetes manifests; its
-// tests check them against the bridge's configuration rules.
+// tests parse the manifests strictly into Kubernetes API types and check
+// them against the bridge's code and configuration rules.
 package deploy
 
 import (
+	"net"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
-	"go.yaml.in/yaml/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 )
 
-type probe struct {
-	HTTPGet struct {
-		Path string `yaml:"path"`
-		Port string `yaml:"port"`
-	} `yaml:"httpGet"`
-}
+// The paths the bridge serves (bridge/http.go).
+const (
+	livenessPath  = "/healthz"
+	readinessPath = "/readyz"
+	metricsPath   = "/metrics"
+)
 
-type container struct {
-	Image string   `yaml:"image"`
-	Args  []string `yaml:"args"`
-	Ports []struct {
-		Name          string `yaml:"name"`
-		ContainerPort int    `yaml:"containerPort"`
-	} `yaml:"ports"`
-	Env []struct {
-		Name      string         `yaml:"name"`
-		Value     *string        `yaml:"value"`
-		ValueFrom map[string]any `yaml:"valueFrom"`
-	} `yaml:"env"`
-	EnvFrom   []any `yaml:"envFrom"`
-	Lifecycle struct {
-		PreStop struct {
-			Sleep struct {
-				Seconds int `yaml:"seconds"`
-			} `yaml:"sleep"`
-		} `yaml:"preStop"`
-	} `yaml:"lifecycle"`
-	LivenessProbe   probe `yaml:"livenessProbe"`
-	ReadinessProbe  probe `yaml:"readinessProbe"`
-	SecurityContext struct {
-		AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
-		ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
-		Capabilities             struct {
-			Drop []string `yaml:"drop"`
-		} `yaml:"capabilities"`
-	} `yaml:"securityContext"`
-}
-
-type deployment struct {
-	Kind string `yaml:"kind"`
-	Spec struct {
-		Selector struct {
-			MatchLabels map[string]string `yaml:"matchLabels"`
-		} `yaml:"selector"`
-		Template struct {
-			Metadata struct {
-				Labels map[string]string `yaml:"labels"`
-			} `yaml:"metadata"`
-			Spec struct {
-				TerminationGracePeriodSeconds int  `yaml:"terminationGracePeriodSeconds"`
-				AutomountServiceAccountToken  bool `yaml:"automountServiceAccountToken"`
-				SecurityContext               struct {
-					RunAsNonRoot bool `yaml:"runAsNonRoot"`
-					RunAsUser    int  `yaml:"runAsUser"`
-				} `yaml:"securityContext"`
-				Volumes    []any       `yaml:"volumes"`
-				Containers []container `yaml:"containers"`
-			} `yaml:"spec"`
-		} `yaml:"template"`
-	} `yaml:"spec"`
-}
-
-type service struct {
-	Kind string `yaml:"kind"`
-	Spec struct {
-		Selector map[string]string `yaml:"selector"`
-		Ports    []struct {
-			TargetPort string `yaml:"targetPort"`
-		} `yaml:"ports"`
-	} `yaml:"spec"`
-}
-
-func decode(t *testing.T, path string, v any) {
+// load parses a manifest strictly: unknown or duplicate fields fail, and
+// its apiVersion and kind must be the ones given.
+func load(t *testing.T, name, apiVersion, kind string, v any) {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(filepath.Join("kubernetes", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("%s: %v", path, err)
+	if err := yaml.UnmarshalStrict(data, v); err != nil {
+		t.Fatalf("%s does not parse strictly as %s: %v", name, kind, err)
+	}
+	var meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.APIVersion != apiVersion || meta.Kind != kind {
+		t.Fatalf("%s is %s %s, want %s %s", name, meta.APIVersion, meta.Kind, apiVersion, kind)
 	}
 }
 
-func TestDeployment(t *testing.T) {
-	var d deployment
-	decode(t, "kubernetes/deployment.yaml", &d)
-	if d.Kind != "Deployment" || len(d.Spec.Template.Spec.Containers) != 1 {
-		t.Fatalf("got kind %q with %d containers, want one Deployment container", d.Kind, len(d.Spec.Template.Spec.Containers))
-	}
-	pod := d.Spec.Template.Spec
-	c := pod.Containers[0]
+type manifests struct {
+	deploy appsv1.Deployment
+	cm     corev1.ConfigMap
+	svc    corev1.Service
+	hpa    autoscalingv2.HorizontalPodAutoscaler
+	pdb    policyv1.PodDisruptionBudget
+}
 
-	// Every setting is a BRIDGE_* value that the bridge accepts.
-	for _, e := range c.Env {
-		t.Setenv(e.Name, "")
+func loadAll(t *testing.T) *manifests {
+	t.Helper()
+	m := &manifests{}
+	load(t, "deployment.yaml", "apps/v1", "Deployment", &m.deploy)
+	load(t, "configmap.yaml", "v1", "ConfigMap", &m.cm)
+	load(t, "service.yaml", "v1", "Service", &m.svc)
+	load(t, "hpa.yaml", "autoscaling/v2", "HorizontalPodAutoscaler", &m.hpa)
+	load(t, "pdb.yaml", "policy/v1", "PodDisruptionBudget", &m.pdb)
+	entries, err := os.ReadDir("kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !slices.Contains([]string{"deployment.yaml", "configmap.yaml", "service.yaml", "hpa.yaml", "pdb.yaml"}, e.Name()) {
+			t.Errorf("kubernetes/%s is not checked by this test", e.Name())
+		}
+	}
+	return m
+}
+
+// settings loads the ConfigMap's file with the bridge's own loader, as the
+// pod does through BRIDGE_CONFIG, with the container's environment.
+func (m *manifests) settings(t *testing.T, c corev1.Container) config.Settings {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "BRIDGE_") {
+			t.Setenv(k, "")
+		}
+	}
+	dir := t.TempDir()
+	for key, data := range m.cm.Data {
+		if err := os.WriteFile(filepath.Join(dir, key), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mounts := map[string]string{} // mount path -> ConfigMap name
+	pod := m.deploy.Spec.Template.Spec
+	for _, vm := range c.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if v.Name == vm.Name && v.ConfigMap != nil {
+				mounts[vm.MountPath] = v.ConfigMap.Name
+			}
+		}
 	}
 	for _, e := range c.Env {
-		if !strings.HasPrefix(e.Name, "BRIDGE_") || e.Value == nil || e.ValueFrom != nil {
-			t.Errorf("env %s: want a plain BRIDGE_* value", e.Name)
+		if !strings.HasPrefix(e.Name, "BRIDGE_") || e.ValueFrom != nil {
+			t.Errorf("env %s: want only plain BRIDGE_* values", e.Name)
 			continue
 		}
-		t.Setenv(e.Name, *e.Value)
-	}
-	if len(c.EnvFrom) != 0 || len(pod.Volumes) != 0 {
-		t.Errorf("got envFrom or volumes, want settings only in env and no secrets")
+		v := e.Value
+		if e.Name == "BRIDGE_CONFIG" {
+			if mounts[filepath.Dir(v)] != m.cm.Name || m.cm.Data[filepath.Base(v)] == "" {
+				t.Fatalf("BRIDGE_CONFIG %s is not a key of ConfigMap %s mounted at %s", v, m.cm.Name, filepath.Dir(v))
+			}
+			v = filepath.Join(dir, filepath.Base(v))
+		}
+		t.Setenv(e.Name, v)
 	}
 	fs := pflag.NewFlagSet("deploy", pflag.ContinueOnError)
 	config.Register(fs)
 	s, err := config.Load(fs)
 	if err != nil {
-		t.Fatalf("the deployment's settings do not load: %v", err)
+		t.Fatalf("the ConfigMap's settings do not load: %v", err)
 	}
-	if s.Backend == "" || !strings.HasSuffix(s.Listen, ":8080") {
-		t.Errorf("got backend %q listen %q, want a backend and port 8080", s.Backend, s.Listen)
+	return s
+}
+
+func TestManifests(t *testing.T) {
+	m := loadAll(t)
+	d := m.deploy
+	pod := d.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("got %d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	s := m.settings(t, c)
+	if s.Backend == "" {
+		t.Errorf("the ConfigMap names no backend")
 	}
 
-	grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second
-	preStop := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
-	if grace <= preStop+s.ShutdownTimeout {
-		t.Errorf("got grace period %s, want more than preStop %s + shutdown timeout %s", grace, preStop, s.ShutdownTimeout)
+	// The listen port is the container's http port, which the probes,
+	// the Service and the scrape annotation use.
+	_, port, err := net.SplitHostPort(s.Listen)
+	if err != nil {
+		t.Fatalf("listen %q: %v", s.Listen, err)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 {
-		t.Errorf("got ports %+v, want http on 8080", c.Ports)
+	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || strconv.Itoa(int(c.Ports[0].ContainerPort)) != port {
+		t.Errorf("got ports %+v, want one named http on the listen port %s", c.Ports, port)
 	}
-	if p := c.LivenessProbe.HTTPGet; p.Path != "/healthz" || p.Port != "http" {
-		t.Errorf("got liveness %+v, want GET /healthz on http", p)
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"liveness", c.LivenessProbe, livenessPath}, {"readiness", c.ReadinessProbe, readinessPath}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("no %s probe, want GET %s", p.name, p.path)
+			continue
+		}
+		if g := p.probe.HTTPGet; g.Path != p.path || g.Port != intstr.FromString("http") {
+			t.Errorf("%s probe: got GET %s on %s, want GET %s on http", p.name, g.Path, g.Port.String(), p.path)
+		}
 	}
-	if p := c.ReadinessProbe.HTTPGet; p.Path != "/readyz" || p.Port != "http" {
-		t.Errorf("got readiness %+v, want GET /readyz on http", p)
+	ann := d.Spec.Template.Annotations
+	if ann["prometheus.io/path"] != metricsPath || ann["prometheus.io/port"] != port {
+		t.Errorf("got scrape annotations %v, want %s on port %s", ann, metricsPath, port)
 	}
 	if len(c.Args) == 0 || c.Args[0] != "serve" {
 		t.Errorf("got args %v, want serve", c.Args)
 	}
 
-	sc := c.SecurityContext
-	if !pod.SecurityContext.RunAsNonRoot || pod.SecurityContext.RunAsUser == 0 || !sc.ReadOnlyRootFilesystem ||
-		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || len(sc.Capabilities.Drop) != 1 ||
-		sc.Capabilities.Drop[0] != "ALL" || pod.AutomountServiceAccountToken {
-		t.Errorf("got pod %+v container %+v, want non-root, read-only, no privileges, no token", pod.SecurityContext, sc)
+	// The grace period covers the preStop sleep and the drain.
+	var preStop time.Duration
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+		preStop = time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+	}
+	if pod.TerminationGracePeriodSeconds == nil {
+		t.Fatalf("no terminationGracePeriodSeconds")
+	}
+	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+	if grace <= preStop+s.ShutdownDelay+s.ShutdownTimeout {
+		t.Errorf("got grace period %s, want more than preStop %s + shutdown_delay %s + shutdown_timeout %s",
+			grace, preStop, s.ShutdownDelay, s.ShutdownTimeout)
+	}
+	if preStop+s.ShutdownDelay == 0 {
+		t.Errorf("no preStop sleep nor shutdown_delay: endpoints may still send to a pod that refuses connections")
 	}
 
-	var svc service
-	decode(t, "kubernetes/service.yaml", &svc)
-	for k, v := range svc.Spec.Selector {
-		if d.Spec.Template.Metadata.Labels[k] != v || d.Spec.Selector.MatchLabels[k] != v {
-			t.Errorf("service selects %s=%s, which the pods do not carry", k, v)
+	// Resources and a restrictive security context.
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("got resources %+v, want cpu and memory requests and a memory limit", c.Resources)
+	}
+	// The worst case of request and reply buffers fits in half the limit.
+	if worst, limit := int64(s.MaxInFlight)*(s.MaxBodyBytes+s.MaxResponseBytes), c.Resources.Limits.Memory().Value(); worst > limit/2 {
+		t.Errorf("max_in_flight x (max_body_bytes + max_response_bytes) = %d MiB, want at most half the memory limit (%d MiB)", worst>>20, limit>>20)
+	}
+	if s.Auth.File != "" {
+		t.Errorf("auth.file %s is set, but the manifests mount no identities file", s.Auth.File)
+	}
+	psc, sc := pod.SecurityContext, c.SecurityContext
+	if psc == nil || sc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 ||
+		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("got pod %+v container %+v, want non-root, seccomp, read-only, no privileges, no token", psc, sc)
+	}
+	for _, v := range pod.Volumes {
+		if v.ConfigMap == nil {
+			t.Errorf("volume %s: want only the ConfigMap, no secrets in the manifests", v.Name)
 		}
 	}
-	if svc.Kind != "Service" || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != "http" {
-		t.Errorf("got service %+v, want one port targeting http", svc)
+	if len(c.EnvFrom) != 0 {
+		t.Errorf("got envFrom %v, want settings only in the ConfigMap and env", c.EnvFrom)
+	}
+
+	// Upgrades keep capacity.
+	if ru := d.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("got strategy %+v, want a rolling update with maxUnavailable 0", d.Spec.Strategy)
+	}
+
+	// The Service, the autoscaler and the disruption budget find the pods.
+	labels := d.Spec.Template.Labels
+	for k, v := range d.Spec.Selector.MatchLabels {
+		if labels[k] != v {
+			t.Errorf("the Deployment selects %s=%s, which its pods do not carry", k, v)
+		}
+	}
+	for k, v := range m.svc.Spec.Selector {
+		if labels[k] != v {
+			t.Errorf("the Service selects %s=%s, which the pods do not carry", k, v)
+		}
+	}
+	if len(m.svc.Spec.Ports) != 1 || m.svc.Spec.Ports[0].TargetPort != intstr.FromString("http") {
+		t.Errorf("got service ports %+v, want one targeting http", m.svc.Spec.Ports)
+	}
+	if ref := m.hpa.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != d.Name {
+		t.Errorf("the autoscaler scales %s %s, want Deployment %s", ref.Kind, ref.Name, d.Name)
+	}
+	if d.Spec.Replicas != nil {
+		t.Errorf("the Deployment sets replicas, which fights the autoscaler")
+	}
+	if m.hpa.Spec.MinReplicas == nil || *m.hpa.Spec.MinReplicas < 2 || m.hpa.Spec.MaxReplicas < *m.hpa.Spec.MinReplicas {
+		t.Errorf("got autoscaler %d..%d, want at least 2 replicas", m.hpa.Spec.MinReplicas, m.hpa.Spec.MaxReplicas)
+	}
+	if sel := m.pdb.Spec.Selector; sel == nil {
+		t.Errorf("the disruption budget selects nothing")
+	} else {
+		for k, v := range sel.MatchLabels {
+			if labels[k] != v {
+				t.Errorf("the disruption budget selects %s=%s, which the pods do not carry", k, v)
+			}
+		}
+	}
+	if mu := m.pdb.Spec.MaxUnavailable; mu == nil || mu.IntValue() < 1 || mu.IntValue() >= int(*m.hpa.Spec.MinReplicas) {
+		t.Errorf("got maxUnavailable %v, want at least 1 and fewer than the minimum replicas", mu)
 	}
 }
 
@@ -182,6 +275,7 @@ func TestDockerfile(t *testing.T) {
 		"USER 65532:65532",
 		`ENTRYPOINT ["/usr/local/bin/grpc-jsonrpc-bridge"]`,
 		`CMD ["serve"]`,
+		"EXPOSE 8080",
 	} {
 		if !strings.Contains(df, want) {
 			t.Errorf("Dockerfile lacks %q", want)

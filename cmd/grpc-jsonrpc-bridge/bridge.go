@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
@@ -18,82 +23,206 @@ import (
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
-// readHeaderTimeout bounds how long a client may take to send its headers.
-const readHeaderTimeout = 10 * time.Second
+// reconnectParams make a backend's return noticed within a few seconds
+// however long it was down (gRPC's default backoff grows to two minutes).
+var reconnectParams = grpc.ConnectParams{
+	Backoff:           grpcbackoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+	MinConnectTimeout: 5 * time.Second,
+}
 
 // serve runs the bridge described by s until ctx is done, then shuts it
 // down gracefully within s.ShutdownTimeout. Discovery runs in the
-// background; once it has succeeded, onReady (if not nil) is called with the
-// HTTP listener's address. serve returns nil after a clean shutdown.
+// background and goes on (refresh_interval, SIGHUP, a backend
+// reconnecting); once the first discovery of every backend has succeeded,
+// onReady (if not nil) is called with the HTTP listener's address. serve
+// returns nil after a clean shutdown, and an error if a service is offered
+// by two backends. When descriptor files (protoset, proto) give the
+// services, nothing is discovered: they are installed before serving.
 func serve(ctx context.Context, s config.Settings, log *slog.Logger, onReady func(net.Addr)) error {
-	conn, err := grpc.NewClient(s.Backend, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return usageError(fmt.Errorf("backend %q: %w", s.Backend, err))
+	var files *bridgereflect.Registry // the services, when descriptor files give them
+	if s.Descriptors.Enabled() {
+		reg, err := loadDescriptors(ctx, s)
+		if err != nil {
+			return usageError(err)
+		}
+		files = reg
 	}
-	defer conn.Close()
-	lis, err := net.Listen("tcp", s.Listen)
+	backends := s.BackendList()
+	sources := make([]bridgereflect.Source, 0, len(backends))
+	for _, b := range backends {
+		conn, err := dialBackend(b, log)
+		if err != nil {
+			return usageError(err)
+		}
+		defer conn.Close()
+		sources = append(sources, bridgereflect.Source{Name: backendName(b), Conn: conn, Include: b.Include, Exclude: b.Exclude})
+	}
+	lis, err := listen(s, log)
+	if err != nil {
+		return err
+	}
+	watcher := bridgereflect.NewWatcher(sources, bridgereflect.WatchOptions{
+		Interval: s.RefreshInterval,
+		Retry:    bridgereflect.RetryOptions{Logger: log},
+	})
+	var conn grpc.ClientConnInterface // every Catalog routes its methods; one backend is the fallback
+	if len(sources) == 1 {
+		conn = sources[0].Conn
+	}
+	auth, err := newAuth(s)
+	if err != nil {
+		return usageError(err)
+	}
+	metrics, err := newMetrics(s, sources, watcher)
 	if err != nil {
 		return failure(err)
 	}
-
-	srv := bridge.New(conn, bridge.Options{
+	srv := bridge.New(conn, guardOptions(streamingOptions(bridge.Options{
 		MaxBodyBytes:     s.MaxBodyBytes,
 		MaxBatchSize:     s.MaxBatchSize,
 		BatchParallelism: s.BatchParallelism,
 		CallTimeout:      s.CallTimeout,
+		MaxCallTimeout:   s.MaxCallTimeout,
+		Metadata:         bridge.Metadata{RequestHeaders: s.Metadata.RequestHeaders, ResponseHeaders: s.Metadata.ResponseHeaders},
+		ReadinessDetails: readiness(s, watcher),
 		EmitUnpopulated:  s.EmitUnpopulated,
+		Document:         documentInfo(s, dialable(lis.Addr())),
 		Logger:           log,
-	})
-	httpSrv := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	}, s), s, auth, metrics, log))
+	httpSrv := httpServer(srv, s, log)
 
-	// Both goroutines are waited for before conn closes; cancel (run
-	// first) stops discovery, and Serve stops by Shutdown or on its own.
+	// Every goroutine is waited for before the connections close; cancel
+	// (run first) stops discovery and the SIGHUP loop, and Serve stops by
+	// Shutdown or on its own.
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Go(func() {
-		if discover(ctx, conn, srv, log) && onReady != nil {
+	if files != nil { // nothing to discover: ready before serving
+		srv.Update(files)
+		log.Info("serving the services of the descriptor files", "methods", len(files.Methods()))
+		if onReady != nil {
 			onReady(lis.Addr())
+		}
+	}
+	discovered := make(chan error, 1)
+	wg.Go(func() {
+		if files != nil {
+			return
+		}
+		var once sync.Once
+		discovered <- watcher.Run(ctx, func(c *bridgereflect.Catalog) {
+			srv.Update(c)
+			if onReady != nil {
+				once.Do(func() { onReady(lis.Addr()) })
+			}
+		})
+	})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if files != nil {
+					log.Info("SIGHUP: rereading the descriptor files")
+					reloadDescriptors(ctx, s, srv, log)
+					continue
+				}
+				log.Info("SIGHUP: rediscovering the backends' services")
+				watcher.Refresh()
+			}
 		}
 	})
 	served := make(chan error, 1)
 	wg.Go(func() { served <- httpSrv.Serve(lis) })
-	log.Info("listening", "addr", lis.Addr().String(), "backend", s.Backend)
+	names := make([]string, len(sources))
+	for i, src := range sources {
+		names[i] = src.Name
+	}
+	log.Info("listening", "addr", lis.Addr().String(), "tls", s.TLS.Enabled(), "backends", names)
 
+	var runErr error
 	select {
 	case err := <-served:
 		return failure(fmt.Errorf("serving HTTP: %w", err))
+	case err := <-discovered:
+		if err != nil { // nil: ctx is done
+			runErr = failure(err)
+			log.Error("cannot serve these backends together", "error", err)
+		}
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "timeout", s.ShutdownTimeout)
+	log.Info("shutting down", "delay", s.ShutdownDelay, "timeout", s.ShutdownTimeout)
 	cancel()
+	drain(context.WithoutCancel(ctx), s, srv, httpSrv, log)
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.ShutdownTimeout)
 	defer stop()
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
 		httpSrv.Close()
+		_ = srv.Shutdown(shutdownCtx) // closes the WebSocket connections at once
 		return failure(fmt.Errorf("shutdown: requests still running after %s: %w", s.ShutdownTimeout, err))
+	}
+	// WebSocket connections are hijacked: http.Server.Shutdown neither
+	// closes nor waits for them.
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return failure(fmt.Errorf("shutdown: WebSocket connections still open after %s: %w", s.ShutdownTimeout, err))
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return failure(fmt.Errorf("serving HTTP: %w", err))
+	}
+	if runErr != nil {
+		return runErr
 	}
 	log.Info("stopped")
 	return nil
 }
 
-// discover finds the backend's methods, retrying until it succeeds or ctx
-// is done, and installs them in srv. It reports whether it succeeded.
-func discover(ctx context.Context, conn grpc.ClientConnInterface, srv *bridge.Server, log *slog.Logger) bool {
-	reg, err := bridgereflect.DiscoverWithRetry(ctx, conn, bridgereflect.RetryOptions{Logger: log})
-	if err != nil {
-		log.Debug("discovery stopped", "error", err)
-		return false
+// backendName is the name of b in logs and /readyz.
+func backendName(b config.Backend) string {
+	if b.Name != "" {
+		return b.Name
 	}
-	srv.Update(reg)
-	log.Info("discovered the backend's methods", "services", len(reg.Services()), "methods", len(reg.Methods()))
-	return true
+	return b.Address
+}
+
+// dialBackend creates the client connection of b: plaintext or TLS, with
+// a reconnect backoff capped at a few seconds.
+func dialBackend(b config.Backend, log *slog.Logger) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if b.TLS != nil {
+		c, err := backendCredentials(b, log)
+		if err != nil {
+			return nil, fmt.Errorf("backend %q: %w", backendName(b), err)
+		}
+		creds = c
+	}
+	conn, err := grpc.NewClient(b.Address, grpc.WithTransportCredentials(creds), grpc.WithConnectParams(reconnectParams))
+	if err != nil {
+		return nil, fmt.Errorf("backend %q: %w", backendName(b), err)
+	}
+	return conn, nil
+}
+
+// listen opens the listener of s, with TLS if configured.
+func listen(s config.Settings, log *slog.Logger) (net.Listener, error) {
+	var cfg *tls.Config
+	if s.TLS.Enabled() {
+		c, err := listenerTLS(s.TLS, log)
+		if err != nil {
+			return nil, usageError(err)
+		}
+		cfg = c
+	}
+	lis, err := net.Listen("tcp", s.Listen)
+	if err != nil {
+		return nil, failure(err)
+	}
+	if cfg != nil {
+		lis = tls.NewListener(lis, cfg)
+	}
+	return lis, nil
 }

@@ -26,7 +26,7 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 			"the services are discovered it prints curl commands to try.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := config.Load(cmd.Flags())
+			s, err := loadSettings(cmd)
 			if err != nil {
 				return usageError(err)
 			}
@@ -63,7 +63,7 @@ func demo(ctx context.Context, s config.Settings, log *slog.Logger, stdout io.Wr
 		wg.Wait()
 	}()
 
-	s.Backend = lis.Addr().String()
+	s.Backend, s.Backends = lis.Addr().String(), nil
 	log.Info("demo backend listening", "addr", s.Backend)
 	return serve(ctx, s, log, func(addr net.Addr) { printBanner(stdout, addr, s.Backend) })
 }

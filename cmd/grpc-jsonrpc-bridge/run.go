@@ -62,13 +62,13 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 			"at POST /, with liveness at GET /healthz and readiness at GET /readyz.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return usageError(errors.New("missing command: try serve or demo"))
+			return usageError(errors.New("missing command: try serve, demo or openrpc"))
 		},
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCmd(stderr), newDemoCmd(stdout, stderr), newVersionCmd(stdout))
+	root.AddCommand(newServeCmd(stdout, stderr), newDemoCmd(stdout, stderr), newOpenRPCCmd(stdout, stderr), newVersionCmd(stdout))
 	return root
 }

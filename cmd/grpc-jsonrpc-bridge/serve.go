@@ -2,28 +2,43 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 )
 
-func newServeCmd(stderr io.Writer) *cobra.Command {
+func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
+	var printConfig bool
 	cmd := &cobra.Command{
-		Use:   "serve --backend HOST:PORT",
-		Short: "Serve JSON-RPC in front of a gRPC backend",
-		Long: "serve discovers the backend's services by server reflection (retrying until it\n" +
-			"answers; /readyz turns 200 then) and serves JSON-RPC at POST / until SIGINT or\n" +
-			"SIGTERM. Settings come from flags, BRIDGE_* variables and --config FILE, highest first.",
+		Use:   "serve --backend HOST:PORT | --config FILE",
+		Short: "Serve JSON-RPC in front of gRPC backends",
+		Long: "serve discovers the backends' services by server reflection (retrying until they\n" +
+			"answer; /readyz turns 200 then) and serves JSON-RPC at POST / until SIGINT or\n" +
+			"SIGTERM. SIGHUP rediscovers the services. Settings come from flags, BRIDGE_*\n" +
+			"variables and --config FILE, highest first; several backends, each with its own\n" +
+			"TLS, are configured in the file. A backend without reflection is described by\n" +
+			"--protoset FILE or --proto FILE -I DIR instead: /readyz is 200 at once, and\n" +
+			"SIGHUP rereads the files.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := config.Load(cmd.Flags())
+			s, err := loadSettings(cmd)
 			if err != nil {
 				return usageError(err)
 			}
-			if s.Backend == "" {
-				return usageError(errors.New("no backend: give --backend HOST:PORT, BRIDGE_BACKEND or backend in the config file"))
+			if printConfig {
+				out, err := s.YAML()
+				if err != nil {
+					return failure(err)
+				}
+				_, err = stdout.Write(out)
+				return err
+			}
+			if len(s.BackendList()) == 0 {
+				return usageError(errors.New("no backend: give --backend HOST:PORT, BRIDGE_BACKEND, or backend or backends in the config file"))
 			}
 			log, err := newLogger(s, stderr)
 			if err != nil {
@@ -33,5 +48,27 @@ func newServeCmd(stderr io.Writer) *cobra.Command {
 		},
 	}
 	config.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration as YAML, secrets masked, and exit")
 	return cmd
+}
+
+// loadSettings loads and validates the settings of cmd, including what
+// only the bridge can judge: the metadata header names.
+func loadSettings(cmd *cobra.Command) (config.Settings, error) {
+	s, err := config.Load(cmd.Flags())
+	if err != nil {
+		return s, err
+	}
+	var errs []error
+	for _, list := range []struct {
+		key   string
+		names []string
+	}{{"metadata.request_headers", s.Metadata.RequestHeaders}, {"metadata.response_headers", s.Metadata.ResponseHeaders}} {
+		for _, name := range list.names {
+			if reason := bridge.ForbiddenHeader(name); reason != "" {
+				errs = append(errs, &config.KeyError{Key: list.key, Err: config.ErrInvalidValue, Reason: fmt.Sprintf("%q: %s", name, reason)})
+			}
+		}
+	}
+	return s, errors.Join(errs...)
 }

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
+	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
+)
+
+// newAuth reads the identities of s.Auth.File; nil when authentication is
+// off. Errors name the auth.file key.
+func newAuth(s config.Settings) (*bridge.Auth, error) {
+	if s.Auth.File == "" {
+		return nil, nil
+	}
+	bad := func(err error) error {
+		return &config.KeyError{Key: "auth.file", Err: config.ErrInvalidValue, Reason: err.Error()}
+	}
+	ids, err := config.LoadIdentities(s.Auth.File)
+	if err != nil {
+		return nil, bad(err)
+	}
+	out := make([]bridge.Identity, len(ids))
+	for i, id := range ids {
+		out[i] = bridge.Identity{Name: id.Name, Tokens: id.Tokens, ClientCerts: id.ClientCerts, Allow: id.Allow}
+	}
+	a, err := bridge.NewAuth(out)
+	if err != nil {
+		return nil, bad(fmt.Errorf("%s: %w", s.Auth.File, err))
+	}
+	return a, nil
+}
+
+// newMetrics creates the metrics of the bridge in a registry of their own,
+// with the Go runtime and process collectors, the backends' connection
+// states and the watcher's discovery states; nil when s turns them off.
+func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *bridgereflect.Watcher) (*bridge.Metrics, error) {
+	if !s.Metrics {
+		return nil, nil
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, err
+	}
+	m, err := bridge.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	for _, src := range sources {
+		if c, ok := src.Conn.(bridge.StateReporter); ok {
+			m.WatchBackend(src.Name, c)
+		}
+	}
+	m.WatchDiscovery(func() []bridge.DiscoveryState {
+		st := watcher.Status()
+		out := make([]bridge.DiscoveryState, len(st.Backends))
+		for i, b := range st.Backends {
+			out[i] = bridge.DiscoveryState{Backend: b.Name, Ready: b.State == bridgereflect.StateReady, LastRefresh: b.LastRefresh}
+		}
+		return out
+	})
+	return m, nil
+}
+
+// accessLog is the logger of the per-call records, nil when s turns them
+// off.
+func accessLog(s config.Settings, log *slog.Logger) *slog.Logger {
+	if !s.AccessLog {
+		return nil
+	}
+	return log
+}
+
+// guardOptions fills the authentication, limit and observability options
+// of o from s.
+func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bridge.Metrics, log *slog.Logger) bridge.Options {
+	o.Auth = auth
+	o.IdentityMetadataKey = s.Auth.IdentityMetadataKey
+	o.MaxInFlight = s.MaxInFlight
+	o.MaxResponseBytes = s.MaxResponseBytes
+	o.RateLimit = float64(s.RateLimit)
+	o.RateBurst = s.RateBurst
+	o.Metrics = m
+	o.AccessLog = accessLog(s, log)
+	return o
+}
+
+// httpServer is the HTTP server of h with the timeouts of s.
+func httpServer(h http.Handler, s config.Settings, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.ReadHeaderTimeout,
+		ReadTimeout:       s.ReadTimeout,
+		WriteTimeout:      s.WriteTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// drain starts a graceful shutdown: /readyz answers 503 at once and
+// replies close their connections, so that clients reconnect elsewhere;
+// the bridge keeps serving for s.ShutdownDelay (or until ctx is done)
+// before the caller stops accepting connections.
+func drain(ctx context.Context, s config.Settings, srv *bridge.Server, httpSrv *http.Server, log *slog.Logger) {
+	srv.Drain()
+	httpSrv.SetKeepAlivesEnabled(false)
+	if s.ShutdownDelay <= 0 {
+		return
+	}
+	log.Info("draining: /readyz answers 503; still serving", "delay", s.ShutdownDelay)
+	t := time.NewTimer(s.ShutdownDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,132 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// parseBackends decodes the backends list of file. Every problem is a
+// *KeyError naming its key in full, such as backends[1].tls.ca_file.
+func parseBackends(file string, raw any) ([]Backend, []error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var errs []error
+	bad := func(key string, sentinel error, format string, args ...any) {
+		errs = append(errs, &KeyError{Key: key, File: file, Err: sentinel, Reason: fmt.Sprintf(format, args...)})
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		bad(KeyBackends, ErrInvalidValue, "want a list of backends, each a mapping with %s", strings.Join(backendKeys(), ", "))
+		return nil, errs
+	}
+	var out []Backend
+	for i, item := range list {
+		prefix := fmt.Sprintf("%s[%d]", KeyBackends, i)
+		m, ok := item.(map[string]any)
+		if !ok {
+			bad(prefix, ErrInvalidValue, "want a mapping with %s", strings.Join(backendKeys(), ", "))
+			continue
+		}
+		var b Backend
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			key, val := prefix+"."+k, m[k]
+			var ok bool
+			switch strings.ToLower(k) {
+			case "name":
+				b.Name, ok = val.(string)
+			case "address":
+				b.Address, ok = val.(string)
+			case "plaintext":
+				b.Plaintext, ok = val.(bool)
+			case "include":
+				b.Include, ok = stringList(val)
+			case "exclude":
+				b.Exclude, ok = stringList(val)
+			case "tls":
+				var tlsErrs []error
+				b.TLS, tlsErrs = parseBackendTLS(file, key, val)
+				errs = append(errs, tlsErrs...)
+				continue
+			default:
+				bad(key, ErrUnknownKey, "known keys of a backend are %s", strings.Join(backendKeys(), ", "))
+				continue
+			}
+			if !ok {
+				bad(key, ErrInvalidValue, "want %s, got %v", backendType(k), val)
+			}
+		}
+		out = append(out, b)
+	}
+	return out, errs
+}
+
+// parseBackendTLS decodes the tls section of a backend; key is its name.
+// A present but empty section means TLS with the system's CAs.
+func parseBackendTLS(file, key string, raw any) (*BackendTLS, []error) {
+	t := new(BackendTLS)
+	if raw == nil {
+		return t, nil
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return t, []error{&KeyError{Key: key, File: file, Err: ErrInvalidValue,
+			Reason: "want a mapping with ca_file, server_name, cert_file and key_file ({} for the system's CAs)"}}
+	}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		var field *string
+		switch strings.ToLower(k) {
+		case "ca_file":
+			field = &t.CAFile
+		case "server_name":
+			field = &t.ServerName
+		case "cert_file":
+			field = &t.CertFile
+		case "key_file":
+			field = &t.KeyFile
+		default:
+			errs = append(errs, &KeyError{Key: key + "." + k, File: file, Err: ErrUnknownKey,
+				Reason: "known keys of a backend's tls are ca_file, server_name, cert_file, key_file"})
+			continue
+		}
+		s, ok := m[k].(string)
+		if !ok {
+			errs = append(errs, &KeyError{Key: key + "." + k, File: file, Err: ErrInvalidValue,
+				Reason: fmt.Sprintf("want a string, got %v", m[k])})
+		}
+		*field = s
+	}
+	return t, errs
+}
+
+// stringList accepts a YAML list of strings, or one string.
+func stringList(v any) ([]string, bool) {
+	switch v := v.(type) {
+	case string:
+		return []string{v}, true
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, item := range v {
+			s, ok := item.(string)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func backendType(key string) string {
+	switch key {
+	case "plaintext":
+		return "true or false"
+	case "include", "exclude":
+		return "a list of service name patterns"
+	}
+	return "a string"
+}

@@ -1,0 +1,145 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"time"
+)
+
+// Descriptors are files describing one backend's services, for backends
+// without server reflection. The zero value means discovery by reflection.
+type Descriptors struct {
+	// Protoset is a FileDescriptorSet file, as `protoc --descriptor_set_out
+	// --include_imports` writes it. Empty means unset.
+	Protoset string
+	// Proto are .proto source files, each found in ImportPath (none means
+	// the current directory). Empty means unset.
+	Proto []string
+	// ImportPath lists the directories .proto files and their imports are
+	// found in. The well-known google/protobuf/*.proto are always found.
+	ImportPath []string
+}
+
+// Enabled reports whether the services come from files, not reflection.
+func (d Descriptors) Enabled() bool { return d.Protoset != "" || len(d.Proto) > 0 }
+
+// OpenRPC fills the info object and servers of the OpenRPC document.
+type OpenRPC struct {
+	// Title, Version and Description of the API; empty means mapping's
+	// defaults (the services' comments for Description).
+	Title, Version, Description string
+	// Servers are the URLs of the JSON-RPC endpoint. Empty means the
+	// bridge's own address, http://<listen>/ (https with TLS).
+	Servers []string
+}
+
+// Streaming are the limits of streaming calls and WebSocket connections;
+// see bridge.Options for what each bounds.
+type Streaming struct {
+	// MaxStreamMessages bounds the messages of one streamed reply.
+	MaxStreamMessages int
+	// MaxStreamBytes bounds the JSON bytes of one streamed reply.
+	MaxStreamBytes int64
+	// WSMaxMessageBytes bounds one WebSocket frame from a client; zero
+	// means MaxBodyBytes.
+	WSMaxMessageBytes int64
+	// StreamBuffer bounds the messages waiting in one WebSocket stream.
+	StreamBuffer int
+	// SlowClientTimeout is how long a full stream buffer waits for the
+	// client to read.
+	SlowClientTimeout time.Duration
+	// MaxStreamsPerConnection bounds the open streams of one connection.
+	MaxStreamsPerConnection int
+	// MaxCallsPerConnection bounds the frames of one connection being
+	// answered at once.
+	MaxCallsPerConnection int
+	// WSPingInterval is how often idle clients are pinged; zero turns pings
+	// and write timeouts off.
+	WSPingInterval time.Duration
+	// WSOriginPatterns are the origins, besides the request's host, whose
+	// pages may open WebSocket connections; empty allows none.
+	WSOriginPatterns []string
+}
+
+// defaultStreaming are the defaults of bridge.Options, repeated here
+// because config does not import bridge (cmd's tests check they agree).
+func defaultStreaming() Streaming {
+	return Streaming{
+		MaxStreamMessages:       10000,
+		MaxStreamBytes:          16 << 20,
+		StreamBuffer:            64,
+		SlowClientTimeout:       10 * time.Second,
+		MaxStreamsPerConnection: 100,
+		MaxCallsPerConnection:   256,
+		WSPingInterval:          30 * time.Second,
+	}
+}
+
+// validateSources checks the descriptor files, the OpenRPC servers and the
+// streaming limits of s.
+func (s Settings) validateSources() []error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &KeyError{Key: key, Err: ErrInvalidValue, Reason: fmt.Sprintf(format, args...)})
+	}
+	d := s.Descriptors
+	if d.Protoset != "" && len(d.Proto) > 0 {
+		bad("protoset", "give either protoset or proto, not both")
+	}
+	if d.Protoset != "" {
+		if _, err := os.Stat(d.Protoset); err != nil {
+			bad("protoset", "%s", readError(err))
+		}
+	}
+	for _, dir := range d.ImportPath {
+		if fi, err := os.Stat(dir); err != nil {
+			bad("import_path", "%s", readError(err))
+		} else if !fi.IsDir() {
+			bad("import_path", "%s is not a directory", dir)
+		}
+	}
+	if n := len(s.BackendList()); d.Enabled() && n > 1 {
+		key := "proto"
+		if d.Protoset != "" {
+			key = "protoset"
+		}
+		bad(key, "descriptor files describe the services of one backend, and %d are configured", n)
+	}
+	for _, u := range s.OpenRPC.Servers {
+		if p, err := url.Parse(u); err != nil || p.Scheme == "" || p.Host == "" {
+			bad("openrpc_servers", "want an absolute URL such as https://api.example.com/, got %q", u)
+		}
+	}
+	st := s.Streaming
+	for _, c := range [...]struct {
+		key string
+		n   int64
+	}{
+		{"max_stream_messages", int64(st.MaxStreamMessages)},
+		{"max_stream_bytes", st.MaxStreamBytes},
+		{"stream_buffer", int64(st.StreamBuffer)},
+		{"max_streams_per_connection", int64(st.MaxStreamsPerConnection)},
+		{"max_calls_per_connection", int64(st.MaxCallsPerConnection)},
+	} {
+		if c.n < 1 {
+			bad(c.key, "must be at least 1, got %d", c.n)
+		}
+	}
+	if st.WSMaxMessageBytes < 0 {
+		bad("ws_max_message_bytes", "must be 0 (max_body_bytes) or positive, got %d", st.WSMaxMessageBytes)
+	}
+	if st.SlowClientTimeout <= 0 {
+		bad("slow_client_timeout", "must be positive, got %s", st.SlowClientTimeout)
+	}
+	if st.WSPingInterval < 0 {
+		bad("ws_ping_interval", "must be 0s (off) or positive, got %s", st.WSPingInterval)
+	}
+	for _, p := range st.WSOriginPatterns {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			bad("ws_origin_patterns", "bad origin pattern %q", p)
+		}
+	}
+	return errs
+}
