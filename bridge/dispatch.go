@@ -210,4 +210,15 @@ var localPrefixes = []string{
 	"context deadline exceeded",
 	"context canceled",
 	"dial",
+	// Made by grpc-go's HTTP/2 transport from what the peer sent.
+	"stream terminated by RST_STREAM",
+	"server closed the stream without sending trailers",
+	"received goaway",
+	"malformed header",
+	"unexpected HTTP status code",
+	"keepalive ping",
+	"closing connection",
+	"header list size",
+	"peer header list size",
+	"a HEADERS frame cannot appear",
 }

@@ -493,8 +493,9 @@ func TestFaultClientDisconnects(t *testing.T) {
 		}
 		b.WriteString("]")
 		post(t, b.String(), 3)
-		if got := e.backend.Calls("disconnect-batch"); got != 1 {
-			t.Errorf("the backend counted %d calls, want 1", got)
+		// The Count member runs beside the others: done or cancelled.
+		if got := e.backend.Calls("disconnect-batch"); got > 1 {
+			t.Errorf("the backend counted %d calls, want at most 1", got)
 		}
 		normal(t)
 	})
