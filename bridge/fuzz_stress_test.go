@@ -148,7 +148,13 @@ func FuzzWebSocket(f *testing.F) {
 			t.Fatalf("write: %v", err)
 		}
 		if closes := typ == websocket.MessageBinary || len(frame) > 1<<16; closes {
-			_, data, err := ws.Read(ctx)
+			// Earlier frames may have left streams running: their
+			// notifications and replies can still arrive before the close.
+			var data []byte
+			var err error
+			for err == nil {
+				_, data, err = ws.Read(ctx)
+			}
 			ws.CloseNow()
 			ws = nil
 			if status := websocket.CloseStatus(err); status != websocket.StatusUnsupportedData && status != websocket.StatusMessageTooBig {
