@@ -102,6 +102,8 @@ func TestInvalidParamsNameTheField(t *testing.T) {
 	e := newEnv(t, bridge.Options{})
 	tests := []struct{ name, params, field string }{
 		{"unknown field", `{"nope":1}`, "nope"},
+		{"names match case exactly", `{"FInt32":1}`, "FInt32"},
+		{"proto name in another case", `{"F_INT32":1}`, "F_INT32"},
 		{"wrong type", `{"fInt32":"abc"}`, "fInt32"},
 		{"int32 out of range", `{"fInt32":4294967296}`, "fInt32"},
 		{"bad enum name", `{"fEnum":"COLOR_PURPLE"}`, "fEnum"},

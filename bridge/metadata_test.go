@@ -181,3 +181,55 @@ func TestForbiddenHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedHeadersForwardEveryValue sends one allowlisted header and
+// one Grpc-Metadata-* header twice each, over HTTP/1.1 and HTTP/2: every
+// value reaches the backend, in order, as values of one metadata key.
+func TestRepeatedHeadersForwardEveryValue(t *testing.T) {
+	var rec mdRecorder
+	e := newEnvWith(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"x-foo"}}},
+		grpc.UnaryInterceptor(rec.intercept))
+	tests := []struct {
+		name  string
+		http2 bool
+	}{
+		{name: "HTTP/1.1"},
+		{name: "HTTP/2", http2: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(e.bridge)
+			srv.EnableHTTP2 = tt.http2
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader(echoCall))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Add("X-Foo", "a")
+			req.Header.Add("x-foo", "b")
+			req.Header.Add("Grpc-Metadata-Bar", "1")
+			req.Header.Add("Grpc-Metadata-Bar", "2")
+			req.Header.Add("Grpc-Metadata-X-Foo", "c")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.ProtoMajor != map[bool]int{false: 1, true: 2}[tt.http2] {
+				t.Fatalf("got %s %d, want 200 over %s", resp.Proto, resp.StatusCode, tt.name)
+			}
+			md := rec.last(t)
+			for key, want := range map[string]string{"x-foo": "a|b|c", "bar": "1|2"} {
+				got := md.Get(key)
+				// The two headers' order between themselves is the map's.
+				if key == "x-foo" && len(got) == 3 && got[0] == "c" {
+					got = append(got[1:], got[0])
+				}
+				if strings.Join(got, "|") != want {
+					t.Errorf("metadata %s: got %q, want %s", key, got, want)
+				}
+			}
+		})
+	}
+}

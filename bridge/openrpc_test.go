@@ -13,6 +13,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 func TestDiscoverAndOpenRPCJSONAreIdentical(t *testing.T) {
@@ -128,6 +129,11 @@ func (s *served) checkParams(t testing.TB, method, params string) error {
 	if !ok {
 		t.Fatalf("document lacks %s", method)
 	}
+	if strings.HasPrefix(params, "[") {
+		// by position: the request messages of a client- or
+		// bidirectional-streaming call, as its x-grpc-streaming describes them
+		return s.validate(t, "/methods/"+itoa(i)+"/x-grpc-streaming/http/params", []byte(params))
+	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(params), &members); err != nil {
 		return err
@@ -191,6 +197,12 @@ func TestDemoCallsMatchTheDocument(t *testing.T) {
 		{"demo.v1.Notes.Increment", `{"delta": "5"}`},
 		{"demo.v1.Notes.Increment", `{"delta": -2}`},
 		{"demo.v1.Notes.GetCounter", `{}`},
+		// streaming methods, over HTTP: one request, one reply
+		{"demo.v1.Notes.WatchNotes", `{"tags": ["x"]}`},
+		{"demo.v1.Notes.WatchNotes", `{"tags": ["none"]}`},
+		{"demo.v1.Notes.ImportNotes", `[{"note": {"title": "Milk", "tags": ["x"]}}, {"note": {"title": "Eggs"}}]`},
+		{"demo.v1.Notes.ImportNotes", `[]`},
+		{"demo.v1.Notes.TagNotes", `[{"id": "$id", "tag": "pinned"}, {"id": "$id", "tag": "todo"}]`},
 	}
 	seen := map[string]bool{}
 	id := ""
@@ -232,6 +244,11 @@ func TestDemoCallsMatchTheDocument(t *testing.T) {
 		{"repeated as string", "demo.v1.Notes.ListNotes", `{"tags": "x"}`},
 		{"null in list", "demo.v1.Notes.ListNotes", `{"tags": [null]}`},
 		{"params to a method without any", "demo.v1.Notes.GetCounter", `{"x": 1}`},
+		{"server stream by position", "demo.v1.Notes.WatchNotes", `[{"tags": ["x"]}]`},
+		{"client stream by name", "demo.v1.Notes.ImportNotes", `{"note": {"title": "t"}}`},
+		{"client stream message field", "demo.v1.Notes.ImportNotes", `[{"note": {"title": "t", "views": "many"}}]`},
+		{"client stream message not an object", "demo.v1.Notes.ImportNotes", `[{"note": {"title": "t"}}, "x"]`},
+		{"bidi stream unknown field", "demo.v1.Notes.TagNotes", `[{"id": "n1", "label": "x"}]`},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {
@@ -258,6 +275,28 @@ func TestDocumentFollowsUpdate(t *testing.T) {
 	if bytes.Equal(before, after) || !strings.Contains(string(after), `"methods": []`) {
 		t.Errorf("document after an Update with no methods = %s, want one without methods", after)
 	}
+	discovered := func() []byte {
+		t.Helper()
+		r := e.call(t, `{"jsonrpc": "2.0", "method": "rpc.discover", "id": 1}`)
+		b, _ := json.Marshal(r["result"])
+		return compact(t, b)
+	}
+	if got := discovered(); !bytes.Equal(got, compact(t, after)) {
+		t.Errorf("rpc.discover after the Update = %s, want the new document", got)
+	}
+	// A new discovery of the backend brings the methods back, in both.
+	reg, err := bridgereflect.Discover(t.Context(), e.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.bridge.Update(reg)
+	_, again := e.do(t, http.MethodGet, "/openrpc.json", "", "")
+	if !bytes.Equal(again, before) {
+		t.Errorf("document after rediscovery differs from the first one:\n%s\n%s", again, before)
+	}
+	if got := discovered(); !bytes.Equal(got, compact(t, before)) {
+		t.Errorf("rpc.discover after rediscovery = %s, want the first document", got)
+	}
 }
 
 // onlyMethods is a Catalog of no methods.
@@ -265,3 +304,75 @@ type onlyMethods struct{}
 
 func (onlyMethods) Methods() []protoreflect.MethodDescriptor { return nil }
 func (onlyMethods) Types() *protoregistry.Types              { return new(protoregistry.Types) }
+
+// TestWebSocketStreamsMatchTheDocument opens a stream of each streaming
+// demo method over WebSocket: the reply that opens it matches
+// x-grpc-streaming.websocket.result, and every rpc.stream.message and
+// rpc.stream.end notification matches the schema of its params there.
+func TestWebSocketStreamsMatchTheDocument(t *testing.T) {
+	e := newEnv(t, bridge.Options{})
+	s := serveDocument(t, e)
+	w := dialWS(t, e)
+	ws := func(method string) string {
+		return "/methods/" + itoa(s.methods[method]) + "/x-grpc-streaming/websocket"
+	}
+	check := func(what, ptr string, v any) {
+		t.Helper()
+		b, _ := json.Marshal(v)
+		if err := s.validate(t, ptr, b); err != nil {
+			t.Errorf("%s %s does not match %s: %v", what, b, ptr, err)
+		}
+	}
+	// checkStream reads stream id to its end and checks each notification.
+	checkStream := func(method, id string, wantMessages int) {
+		t.Helper()
+		n := 0
+		for {
+			m := w.recv()
+			p := m["params"].(map[string]any)
+			if p["stream"] != id {
+				t.Fatalf("got %v while reading stream %s", m, id)
+			}
+			switch m["method"] {
+			case "rpc.stream.message":
+				n++
+				check("rpc.stream.message params", ws(method)+"/notifications/0/params", p)
+			case "rpc.stream.end":
+				check("rpc.stream.end params", ws(method)+"/notifications/1/params", p)
+				if n != wantMessages {
+					t.Errorf("%s: got %d messages, want %d", method, n, wantMessages)
+				}
+				return
+			}
+		}
+	}
+
+	watch, _ := w.call(`{"jsonrpc": "2.0", "method": "demo.v1.Notes.WatchNotes", "params": {"tags": ["intro"]}, "id": 1}`)
+	check("WatchNotes reply", ws("demo.v1.Notes.WatchNotes")+"/result", watch["result"])
+	checkStream("demo.v1.Notes.WatchNotes", streamID(t, watch), 1)
+
+	imp, _ := w.call(`{"jsonrpc": "2.0", "method": "demo.v1.Notes.ImportNotes", "id": 2}`)
+	check("ImportNotes reply", ws("demo.v1.Notes.ImportNotes")+"/result", imp["result"])
+	id := streamID(t, imp)
+	if r := w.result(control("rpc.stream.send", id, `{"note": {"title": "Milk"}}`, 3)); r != true {
+		t.Fatalf("rpc.stream.send: got %v, want true", r)
+	}
+	if r := w.result(control("rpc.stream.close", id, "", 4)); r != true {
+		t.Fatalf("rpc.stream.close: got %v, want true", r)
+	}
+	checkStream("demo.v1.Notes.ImportNotes", id, 1)
+	// a params array is answered at once, with the response message
+	at, _ := w.call(`{"jsonrpc": "2.0", "method": "demo.v1.Notes.ImportNotes", "params": [{"note": {"title": "Eggs"}}], "id": 5}`)
+	check("ImportNotes reply to a params array", ws("demo.v1.Notes.ImportNotes")+"/result", at["result"])
+
+	tag, _ := w.call(`{"jsonrpc": "2.0", "method": "demo.v1.Notes.TagNotes", "id": 6}`)
+	check("TagNotes reply", ws("demo.v1.Notes.TagNotes")+"/result", tag["result"])
+	id = streamID(t, tag)
+	if r := w.result(control("rpc.stream.send", id, `{"id": "n1", "tag": "pinned"}`, 7)); r != true {
+		t.Fatalf("rpc.stream.send: got %v, want true", r)
+	}
+	if r := w.result(control("rpc.stream.send", id, `{"id": "n404", "tag": "pinned"}`, 8)); r != true {
+		t.Fatalf("rpc.stream.send: got %v, want true", r)
+	}
+	checkStream("demo.v1.Notes.TagNotes", id, 1) // ends with NOT_FOUND
+}

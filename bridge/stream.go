@@ -80,10 +80,16 @@ const (
 // errorDomain is the ErrorInfo domain of the bridge's own statuses.
 const errorDomain = "grpc-jsonrpc-bridge"
 
+// isControlMethod reports whether method is one of the bridge's stream
+// methods (rpc.stream.*).
+func isControlMethod(method []byte) bool {
+	return bytes.HasPrefix(method, []byte(streamPrefix))
+}
+
 // isStreamCall reports whether method names a streaming method of t or one
 // of the bridge's stream methods.
 func isStreamCall(t *table, method []byte) bool {
-	if bytes.HasPrefix(method, []byte(streamPrefix)) {
+	if isControlMethod(method) {
 		return true
 	}
 	if t == nil {
@@ -100,7 +106,7 @@ func isStreamCall(t *table, method []byte) bool {
 // HTTP, is answered with one reply holding all the response messages.
 func (s *Server) callStream(ctx context.Context, t *table, r *request, dst []byte) []byte {
 	f := frameFrom(ctx)
-	if bytes.HasPrefix(r.method, []byte(streamPrefix)) {
+	if isControlMethod(r.method) {
 		if f == nil {
 			if r.notification() {
 				return dst

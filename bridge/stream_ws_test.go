@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"runtime"
 	"sync"
 	"testing"
@@ -320,7 +321,9 @@ func TestStreamWSOrder(t *testing.T) {
 // several pings answered by a reading client.
 func TestWSPing(t *testing.T) {
 	checkLeaks(t)
-	e := newEnv(t, bridge.Options{WSPingInterval: 20 * time.Millisecond})
+	// Each pong must come back within the interval: short, but not so
+	// short that a loaded machine misses it.
+	e := newEnv(t, bridge.Options{WSPingInterval: 100 * time.Millisecond})
 	pings := make(chan struct{}, 100)
 	w := dialWSWith(t, e, &websocket.DialOptions{OnPingReceived: func(context.Context, []byte) bool {
 		pings <- struct{}{}
@@ -479,5 +482,63 @@ func TestStreamWSInterleaved(t *testing.T) {
 	}
 	if got := e.backend.Calls("interleaved"); got != unaries {
 		t.Errorf("backend counted %d calls, want %d", got, unaries)
+	}
+}
+
+// TestStreamWSAuth authenticates at the upgrade and authorises each call
+// on the connection: a caller allowed a streaming method may also use the
+// stream methods on its streams, whatever its patterns say of "rpc.".
+func TestStreamWSAuth(t *testing.T) {
+	checkLeaks(t)
+	watcher := bridge.Identity{Name: "watcher", Tokens: []string{bridge.HashToken("watcher-token-0123456789")},
+		Allow: []string{serverStream, bidiStream}}
+	e := newEnv(t, bridge.Options{Auth: newAuth(t, watcher)})
+	for _, tt := range []struct {
+		name   string
+		header http.Header
+	}{
+		{"no credentials", nil},
+		{"wrong token", http.Header{"Authorization": {"Bearer wrong-token-0123456789"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+			defer cancel()
+			c, resp, err := websocket.Dial(ctx, e.url+"/ws", &websocket.DialOptions{HTTPHeader: tt.header})
+			if err == nil {
+				c.CloseNow()
+				t.Fatal("the upgrade succeeded, want HTTP 401")
+			}
+			if resp == nil || resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("got %v, want HTTP 401", err)
+			}
+		})
+	}
+	w := dialWSWith(t, e, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer watcher-token-0123456789"}}})
+	server := w.open(serverStream, `{"count":1,"hold":true,"key":"auth"}`, 1)
+	if m := w.recv(); m["method"] != "rpc.stream.message" {
+		t.Fatalf("got %v, want a message", m)
+	}
+	bidi := w.open(bidiStream, "", 2)
+	if got := w.result(control("rpc.stream.send", bidi, `{"seq":1}`, 3)); got != true {
+		t.Errorf("send: got %v, want true", got)
+	}
+	if got := w.result(control("rpc.stream.close", bidi, "", 4)); got != true {
+		t.Errorf("close: got %v, want true", got)
+	}
+	if msgs, end := w.drain(bidi); len(msgs) != 1 || end != nil {
+		t.Errorf("bidi: got %v, end %v; want one message and success", msgs, end)
+	}
+	if got := w.result(control("rpc.stream.cancel", server, "", 5)); got != true {
+		t.Errorf("cancel: got %v, want true", got)
+	}
+	waitFor(t, e.backend.Cancelled("auth"), "the backend to see the cancellation")
+	if _, end := w.drain(server); end == nil || code(end) != 1 {
+		t.Errorf("got end %v, want CANCELLED (1)", end)
+	}
+	for i, m := range []string{clientStream, "helloworld.Greeter.SayHello"} {
+		reply, _ := w.call(request(m, "", 10+i))
+		if err := match(pattern(t, `{"error":{"code":7,"data":{"status":"PERMISSION_DENIED"}}}`), reply, "$"); err != nil {
+			t.Errorf("%s: got %v, want PERMISSION_DENIED\n%v", m, reply, err)
+		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -233,8 +235,8 @@ func TestWSUpgrade(t *testing.T) {
 		}
 	}
 	code, body := e.do(t, http.MethodGet, "/ws", "", "")
-	if code != http.StatusBadRequest && code != http.StatusUpgradeRequired {
-		t.Errorf("GET /ws without an upgrade: got HTTP %d %s, want 400 or 426", code, body)
+	if code != http.StatusUpgradeRequired {
+		t.Errorf("GET /ws without an upgrade: got HTTP %d %s, want 426", code, body)
 	}
 }
 
@@ -335,5 +337,55 @@ func waitFor(t testing.TB, ch <-chan struct{}, what string) {
 	case <-ch:
 	case <-time.After(waitTimeout):
 		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// TestTranscriptsOverWebSocket replays every transcript of
+// testdata/transcripts as frames of one WebSocket connection per file: a
+// frame follows exactly the rules of POST /, so each reply must match the
+// transcript's, and a message POST / answers with no body (204) gets no
+// frame at all. Each transcript starts from a fresh backend.
+func TestTranscriptsOverWebSocket(t *testing.T) {
+	checkLeaks(t)
+	files, err := filepath.Glob("testdata/transcripts/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			// One frame at a time, so that a notification has run before
+			// the next frame is read, as over HTTP.
+			e := newEnv(t, bridge.Options{MaxCallsPerConnection: 1})
+			w := dialWS(t, e)
+			for i, s := range readTranscript(t, file) {
+				if s.status != http.StatusOK && s.status != http.StatusNoContent {
+					continue // an HTTP status of its own: not a frame's
+				}
+				w.send(s.send)
+				if s.want == "" {
+					// Nothing may come back: the next frame is the reply
+					// to a call sent after it.
+					sentinel := fmt.Sprintf("after-line-%d-%d", s.line, i)
+					w.send(`{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":"` + sentinel + `"}`)
+					b, err := w.recvRaw()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if r, ok := decode(t, b).(map[string]any); !ok || r["id"] != sentinel {
+						t.Errorf("line %d: %s\ngot frame %s, want none", s.line, s.send, b)
+					}
+					continue
+				}
+				b, err := w.recvRaw()
+				if err != nil {
+					t.Fatalf("line %d: %v", s.line, err)
+				}
+				got := decode(t, b)
+				eachReply(t, got, func(r map[string]any) { checkEnvelope(t, r) })
+				if err := match(pattern(t, s.want), got, "$"); err != nil {
+					t.Errorf("line %d: %s\ngot  %s\nwant %s\n%v", s.line, s.send, b, s.want, err)
+				}
+			}
+		})
 	}
 }

@@ -80,6 +80,11 @@ func keys() []key {
 		{name: "max_calls_per_connection", usage: "most frames of one WebSocket connection answered at once", field: func(s *Settings) any { return &s.Streaming.MaxCallsPerConnection }},
 		{name: "ws_ping_interval", usage: "ping idle WebSocket clients this often; 0s turns pings and write timeouts off", field: func(s *Settings) any { return &s.Streaming.WSPingInterval }},
 		{name: "ws_origin_patterns", usage: "origins, besides the request's host, whose pages may open WebSocket connections (path.Match patterns)", field: func(s *Settings) any { return &s.Streaming.WSOriginPatterns }},
+		{name: "tracing.exporter", usage: "OpenTelemetry span exporter: none (tracing off) or otlp (OTLP/gRPC)", field: func(s *Settings) any { return &s.Tracing.Exporter }},
+		{name: "tracing.endpoint", usage: "HOST:PORT of the OTLP/gRPC collector; empty means OTEL_EXPORTER_OTLP_ENDPOINT or localhost:4317", field: func(s *Settings) any { return &s.Tracing.Endpoint }},
+		{name: "tracing.insecure", usage: "send spans to the collector without TLS", field: func(s *Settings) any { return &s.Tracing.Insecure }},
+		{name: "tracing.sample_ratio", usage: "share of new traces recorded, 0 to 1; a client's sampled flag decides for its traces", field: func(s *Settings) any { return &s.Tracing.SampleRatio }},
+		{name: "tracing.service_name", usage: "service.name of the bridge's spans", field: func(s *Settings) any { return &s.Tracing.ServiceName }},
 	}
 }
 

@@ -39,6 +39,8 @@ func RegisterExcept(flags *pflag.FlagSet, except ...string) {
 			fs.Int(name, *p, usage)
 		case *int64:
 			fs.Int64(name, *p, usage)
+		case *float64:
+			fs.Float64(name, *p, usage)
 		case *bool:
 			fs.Bool(name, *p, usage)
 		case *time.Duration:
@@ -59,8 +61,10 @@ func RegisterExcept(flags *pflag.FlagSet, except ...string) {
 // is fine), then BRIDGE_* variables, then the YAML file named by --config
 // or BRIDGE_CONFIG, then Defaults, and validates them. Every error names
 // the key, and the file when the value came from it; all of them are the
-// user's to fix.
-func Load(flags *pflag.FlagSet) (Settings, error) {
+// user's to fix. Each check adds the problems that only its caller can
+// judge (such as which header names may be forwarded), named like the
+// others.
+func Load(flags *pflag.FlagSet, checks ...func(Settings) []error) (Settings, error) {
 	v := viper.New()
 	v.SetEnvPrefix(envPrefix)
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_", ".", "_"))
@@ -103,6 +107,9 @@ func Load(flags *pflag.FlagSet) (Settings, error) {
 	// only the other problems.
 	if err := s.Validate(); err != nil {
 		errs = append(errs, err.(interface{ Unwrap() []error }).Unwrap()...)
+	}
+	for _, check := range checks {
+		errs = append(errs, check(s)...)
 	}
 	for _, err := range errs {
 		var ke *KeyError
@@ -226,6 +233,8 @@ func describe(p any) string {
 	switch p.(type) {
 	case *int, *int64:
 		return "a whole number"
+	case *float64:
+		return "a number"
 	case *bool:
 		return "true or false"
 	case *time.Duration:

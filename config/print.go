@@ -43,6 +43,8 @@ func renderYAML(s Settings, ks []key) ([]byte, error) {
 			val = *p
 		case *int64:
 			val = *p
+		case *float64:
+			val = *p
 		case *bool:
 			val = *p
 		}

@@ -82,6 +82,8 @@ type Settings struct {
 	OpenRPC OpenRPC
 	// Streaming are the limits of streams and WebSocket connections.
 	Streaming Streaming
+	// Tracing configures OpenTelemetry spans; its zero value records none.
+	Tracing Tracing
 }
 
 // Auth are the authentication settings.
@@ -182,6 +184,7 @@ func Defaults() Settings {
 		Metrics:           true,
 
 		Streaming: defaultStreaming(),
+		Tracing:   defaultTracing(),
 	}
 }
 
@@ -243,6 +246,7 @@ func (s Settings) Validate() error {
 	}
 	errs = append(errs, s.validateGuard()...)
 	errs = append(errs, s.validateSources()...)
+	errs = append(errs, s.validateTracing()...)
 	if !slices.Contains(LogLevels(), s.LogLevel) {
 		bad("log_level", "want one of %v, got %q", LogLevels(), s.LogLevel)
 	}

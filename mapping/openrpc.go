@@ -75,9 +75,10 @@ type DocumentOptions struct {
 
 // Document renders the OpenRPC document of methods, as served by the
 // bridge. Methods are sorted by name and components by key, so the same
-// descriptors always give the same bytes. Streaming methods are not
-// callable over JSON-RPC: they are left out of "methods" and listed by name
-// in the extension "x-streaming-methods".
+// descriptors always give the same bytes. Streaming methods are methods
+// too, with the params and result of a call over HTTP and the extension
+// "x-grpc-streaming" telling their kind and how a call differs over
+// WebSocket; "x-streaming-methods" lists their names.
 func Document(methods []protoreflect.MethodDescriptor, opts DocumentOptions) ([]byte, error) {
 	s := newSchemas(opts.EmitUnpopulated)
 	doc := document{
@@ -92,11 +93,12 @@ func Document(methods []protoreflect.MethodDescriptor, opts DocumentOptions) ([]
 		return strings.Compare(MethodName(a), MethodName(b))
 	})
 	for _, md := range sorted {
+		m := s.method(md)
 		if md.IsStreamingClient() || md.IsStreamingServer() {
-			doc.Streaming = append(doc.Streaming, MethodName(md))
-			continue
+			doc.Streaming = append(doc.Streaming, m.Name)
+			s.streamingMethod(&m, md)
 		}
-		doc.Methods = append(doc.Methods, s.method(md))
+		doc.Methods = append(doc.Methods, m)
 	}
 	doc.Components.Schemas = s.defs
 	var buf bytes.Buffer
@@ -140,6 +142,7 @@ type method struct {
 	Errors         []object     `json:"errors"`
 	Deprecated     bool         `json:"deprecated,omitempty"`
 	GRPCMethod     string       `json:"x-grpc-method"`
+	Streaming      *streaming   `json:"x-grpc-streaming,omitempty"`
 }
 
 // descriptor is an OpenRPC content descriptor.
@@ -200,7 +203,8 @@ func serviceComments(methods []protoreflect.MethodDescriptor) string {
 	return strings.Join(parts, "\n\n")
 }
 
-// method describes one unary method.
+// method describes one method as a unary method: params by name, the
+// response message as result. streamingMethod adjusts it for streams.
 func (s *schemas) method(md protoreflect.MethodDescriptor) method {
 	desc := comments(md)
 	m := method{
@@ -213,7 +217,7 @@ func (s *schemas) method(md protoreflect.MethodDescriptor) method {
 			Name:   string(md.Output().Name()),
 			Schema: s.ref(md.Output(), output),
 		},
-		Errors:     errorRefs(),
+		Errors:     s.errorRefs,
 		Deprecated: isDeprecated(md),
 		GRPCMethod: "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
 	}

@@ -143,7 +143,16 @@ type parsedDoc struct {
 			Name   string         `json:"name"`
 			Schema map[string]any `json:"schema"`
 		} `json:"result"`
-		Errors []map[string]string `json:"errors"`
+		Errors    []map[string]string `json:"errors"`
+		Streaming *struct {
+			Kind            string         `json:"kind"`
+			ClientStreaming bool           `json:"clientStreaming"`
+			ServerStreaming bool           `json:"serverStreaming"`
+			Request         map[string]any `json:"request"`
+			Response        map[string]any `json:"response"`
+			HTTP            streamWay      `json:"http"`
+			WebSocket       streamWay      `json:"websocket"`
+		} `json:"x-grpc-streaming"`
 	} `json:"methods"`
 	Components struct {
 		Schemas map[string]map[string]any `json:"schemas"`
@@ -153,6 +162,19 @@ type parsedDoc struct {
 		} `json:"errors"`
 	} `json:"components"`
 	Streaming []string `json:"x-streaming-methods"`
+}
+
+// streamWay is how a streaming call goes over one transport.
+type streamWay struct {
+	Description    string         `json:"description"`
+	ParamsOptional bool           `json:"paramsOptional"`
+	Params         map[string]any `json:"params"`
+	Result         map[string]any `json:"result"`
+	Notifications  []struct {
+		Method string         `json:"method"`
+		Params map[string]any `json:"params"`
+	} `json:"notifications"`
+	Methods []string `json:"methods"`
 }
 
 func parseDoc(t testing.TB, b []byte) parsedDoc {
@@ -170,8 +192,12 @@ func TestDocumentMethods(t *testing.T) {
 	byName := map[string]int{}
 	for i, m := range d.Methods {
 		byName[m.Name] = i
-		if m.ParamStructure != "by-name" {
-			t.Errorf("%s: paramStructure = %q, want by-name", m.Name, m.ParamStructure)
+		wantStructure := "by-name"
+		if x := m.Streaming; x != nil && x.ClientStreaming {
+			wantStructure = "by-position" // params are the array of request messages
+		}
+		if m.ParamStructure != wantStructure {
+			t.Errorf("%s: paramStructure = %q, want %s", m.Name, m.ParamStructure, wantStructure)
 		}
 		var codes []int
 		for _, e := range m.Errors {
@@ -317,8 +343,14 @@ func TestRequiredFieldsAndStreaming(t *testing.T) {
 		t.Errorf("document does not validate against the meta-schema: %v", err)
 	}
 	d := parseDoc(t, doc)
-	if len(d.Methods) != 1 || d.Methods[0].Name != "hand.Svc.Unary" {
-		t.Fatalf("methods = %+v, want only hand.Svc.Unary (streaming left out)", d.Methods)
+	if len(d.Methods) != 2 || d.Methods[0].Name != "hand.Svc.Unary" || d.Methods[1].Name != "hand.Svc.Watch" {
+		t.Fatalf("methods = %+v, want hand.Svc.Unary and hand.Svc.Watch", d.Methods)
+	}
+	if d.Methods[0].Streaming != nil {
+		t.Errorf("hand.Svc.Unary has x-grpc-streaming %+v, want none", d.Methods[0].Streaming)
+	}
+	if x := d.Methods[1].Streaming; x == nil || x.Kind != mapping.KindServerStreaming {
+		t.Errorf("hand.Svc.Watch x-grpc-streaming = %+v, want kind %s", x, mapping.KindServerStreaming)
 	}
 	if !slices.Equal(d.Streaming, []string{"hand.Svc.Watch"}) {
 		t.Errorf("x-streaming-methods = %v, want [hand.Svc.Watch]", d.Streaming)

@@ -77,11 +77,12 @@ var specialFloats = []any{"NaN", "Infinity", "-Infinity"}
 // recursive messages end at a reference.
 type schemas struct {
 	emitUnpopulated bool
-	defs            object // component name -> schema
+	defs            object   // component name -> schema
+	errorRefs       []object // every method's errors, shared by all of them
 }
 
 func newSchemas(emitUnpopulated bool) *schemas {
-	return &schemas{emitUnpopulated: emitUnpopulated, defs: object{}}
+	return &schemas{emitUnpopulated: emitUnpopulated, defs: object{}, errorRefs: errorRefs()}
 }
 
 // componentName is the components.schemas key of a message or enum.

@@ -394,7 +394,8 @@ func TestConfigErrorsExit2(t *testing.T) {
 			if code != exitUsage {
 				t.Errorf("got exit code %d, want 2; stderr:\n%s", code, stderr)
 			}
-			for _, want := range tt.want {
+			// Every message names the key and the file the value came from.
+			for _, want := range append(tt.want, cfg+": ") {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("stderr %q lacks %q", stderr, want)
 				}

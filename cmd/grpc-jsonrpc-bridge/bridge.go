@@ -47,10 +47,17 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, onReady fun
 		}
 		files = reg
 	}
+	// Deferred before the connections close, so run after them: the last
+	// spans are exported once the HTTP server has stopped.
+	tr, err := newTracing(ctx, s.Tracing)
+	if err != nil {
+		return usageError(err)
+	}
+	defer tr.shutdown(context.WithoutCancel(ctx), log)
 	backends := s.BackendList()
 	sources := make([]bridgereflect.Source, 0, len(backends))
 	for _, b := range backends {
-		conn, err := dialBackend(b, log)
+		conn, err := dialBackend(b, log, tr.dialOptions()...)
 		if err != nil {
 			return usageError(err)
 		}
@@ -89,7 +96,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, onReady fun
 		Document:         documentInfo(s, dialable(lis.Addr())),
 		Logger:           log,
 	}, s), s, auth, metrics, log))
-	httpSrv := httpServer(srv, s, log)
+	httpSrv := httpServer(tr.handler(srv), s, log)
 
 	// Every goroutine is waited for before the connections close; cancel
 	// (run first) stops discovery and the SIGHUP loop, and Serve stops by
@@ -100,6 +107,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, onReady fun
 	defer cancel()
 	if files != nil { // nothing to discover: ready before serving
 		srv.Update(files)
+		descriptorsLoaded(metrics, sources, time.Now())
 		log.Info("serving the services of the descriptor files", "methods", len(files.Methods()))
 		if onReady != nil {
 			onReady(lis.Addr())
@@ -129,7 +137,9 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, onReady fun
 			case <-hup:
 				if files != nil {
 					log.Info("SIGHUP: rereading the descriptor files")
-					reloadDescriptors(ctx, s, srv, log)
+					if reloadDescriptors(ctx, s, srv, log) {
+						descriptorsLoaded(metrics, sources, time.Now())
+					}
 					continue
 				}
 				log.Info("SIGHUP: rediscovering the backends' services")
@@ -156,7 +166,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, onReady fun
 		}
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "delay", s.ShutdownDelay, "timeout", s.ShutdownTimeout)
+	log.Info("shutting down", "delay", s.ShutdownDelay.String(), "timeout", s.ShutdownTimeout.String())
 	cancel()
 	drain(context.WithoutCancel(ctx), s, srv, httpSrv, log)
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.ShutdownTimeout)
@@ -190,8 +200,9 @@ func backendName(b config.Backend) string {
 }
 
 // dialBackend creates the client connection of b: plaintext or TLS, with
-// a reconnect backoff capped at a few seconds.
-func dialBackend(b config.Backend, log *slog.Logger) (*grpc.ClientConn, error) {
+// a reconnect backoff capped at a few seconds, and the options opts (such
+// as tracing's).
+func dialBackend(b config.Backend, log *slog.Logger, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if b.TLS != nil {
 		c, err := backendCredentials(b, log)
@@ -200,7 +211,8 @@ func dialBackend(b config.Backend, log *slog.Logger) (*grpc.ClientConn, error) {
 		}
 		creds = c
 	}
-	conn, err := grpc.NewClient(b.Address, grpc.WithTransportCredentials(creds), grpc.WithConnectParams(reconnectParams))
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithConnectParams(reconnectParams)}, opts...)
+	conn, err := grpc.NewClient(b.Address, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", backendName(b), err)
 	}

@@ -41,7 +41,9 @@ func newAuth(s config.Settings) (*bridge.Auth, error) {
 
 // newMetrics creates the metrics of the bridge in a registry of their own,
 // with the Go runtime and process collectors, the backends' connection
-// states and the watcher's discovery states; nil when s turns them off.
+// states and the watcher's discovery states (or, when descriptor files
+// give the services, what descriptorsLoaded reports); nil when s turns
+// them off.
 func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *bridgereflect.Watcher) (*bridge.Metrics, error) {
 	if !s.Metrics {
 		return nil, nil
@@ -61,6 +63,9 @@ func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *brid
 		if c, ok := src.Conn.(bridge.StateReporter); ok {
 			m.WatchBackend(src.Name, c)
 		}
+	}
+	if s.Descriptors.Enabled() {
+		return m, nil // nothing is discovered: serve reports the files loaded
 	}
 	m.WatchDiscovery(func() []bridge.DiscoveryState {
 		st := watcher.Status()
@@ -118,11 +123,19 @@ func drain(ctx context.Context, s config.Settings, srv *bridge.Server, httpSrv *
 	if s.ShutdownDelay <= 0 {
 		return
 	}
-	log.Info("draining: /readyz answers 503; still serving", "delay", s.ShutdownDelay)
+	log.Info("draining: /readyz answers 503; still serving", "delay", s.ShutdownDelay.String())
 	t := time.NewTimer(s.ShutdownDelay)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	}
+}
+
+// descriptorsLoaded tells m that the descriptor files were loaded at t:
+// every backend's services are known, as after a successful discovery.
+func descriptorsLoaded(m *bridge.Metrics, sources []bridgereflect.Source, t time.Time) {
+	for _, src := range sources {
+		m.Discovered(src.Name, t)
 	}
 }

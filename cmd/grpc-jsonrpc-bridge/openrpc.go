@@ -165,15 +165,17 @@ func readiness(s config.Settings, w *bridgereflect.Watcher) func() any {
 }
 
 // reloadDescriptors reads the descriptor files of s again and installs
-// their services; on failure the services in use stay.
-func reloadDescriptors(ctx context.Context, s config.Settings, srv *bridge.Server, log *slog.Logger) {
+// their services, reporting whether it did; on failure the services in
+// use stay.
+func reloadDescriptors(ctx context.Context, s config.Settings, srv *bridge.Server, log *slog.Logger) bool {
 	reg, err := loadDescriptors(ctx, s)
 	if err != nil {
 		log.Error("cannot reload the descriptor files; keeping the services in use", "error", err)
-		return
+		return false
 	}
 	srv.Update(reg)
 	log.Info("reloaded the descriptor files", "methods", len(reg.Methods()))
+	return true
 }
 
 // streamingOptions fills the streaming and WebSocket limits of o from s.

@@ -209,6 +209,14 @@ func TestServeDescriptorFiles(t *testing.T) {
 			if status, body := do(t, "http://"+addr+"/readyz", ""); status != 200 {
 				t.Errorf("readyz: got %d %s, want 200 at once", status, body)
 			}
+			// The metrics agree with /readyz: the files are the discovery.
+			_, metrics := do(t, "http://"+addr+"/metrics", "")
+			if want := `jsonrpc_bridge_discovery_ready{backend="default"} 1`; !strings.Contains(metrics, want) {
+				t.Errorf("metrics: got no %s in\n%s", want, grepLines(metrics, "discovery"))
+			}
+			if want := `jsonrpc_bridge_discovery_last_refresh_timestamp_seconds{backend="default"}`; !strings.Contains(metrics, want) {
+				t.Errorf("metrics: got no %s in\n%s", want, grepLines(metrics, "discovery"))
+			}
 			status, body := do(t, "http://"+addr+"/", `{"jsonrpc":"2.0","id":1,"method":"helloworld.Greeter.SayHello","params":{"name":"Ada"}}`)
 			if status != 200 || body != `{"jsonrpc":"2.0","id":1,"result":{"message":"Hello, Ada!"}}` {
 				t.Errorf("got %d %s, want Ada greeted", status, body)
@@ -377,4 +385,15 @@ func (l schemaLoader) Load(url string) (any, error) {
 // contextWithLimit bounds a wait of a test by waitLimit.
 func contextWithLimit(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.Context(), waitLimit)
+}
+
+// grepLines returns the lines of text containing sub.
+func grepLines(text, sub string) string {
+	var out []string
+	for l := range strings.Lines(text) {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }

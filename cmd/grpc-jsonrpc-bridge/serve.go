@@ -55,10 +55,11 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 // loadSettings loads and validates the settings of cmd, including what
 // only the bridge can judge: the metadata header names.
 func loadSettings(cmd *cobra.Command) (config.Settings, error) {
-	s, err := config.Load(cmd.Flags())
-	if err != nil {
-		return s, err
-	}
+	return config.Load(cmd.Flags(), checkHeaders)
+}
+
+// checkHeaders refuses metadata header names the bridge never forwards.
+func checkHeaders(s config.Settings) []error {
 	var errs []error
 	for _, list := range []struct {
 		key   string
@@ -70,5 +71,5 @@ func loadSettings(cmd *cobra.Command) (config.Settings, error) {
 			}
 		}
 	}
-	return s, errors.Join(errs...)
+	return errs
 }
