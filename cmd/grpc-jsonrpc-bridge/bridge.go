@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -38,7 +39,12 @@ var reconnectParams = grpc.ConnectParams{
 // returns nil after a clean shutdown, and an error if a service is offered
 // by two backends. When descriptor files (protoset, proto) give the
 // services, nothing is discovered: they are installed before serving.
-func serve(ctx context.Context, s config.Settings, log *slog.Logger, onReady func(net.Addr)) error {
+func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.Writer, onReady func(net.Addr)) error {
+	access, closeAccess, err := newAccessLog(s, logOut)
+	if err != nil {
+		return usageError(err)
+	}
+	defer closeAccess()               // after the HTTP server has stopped: deferred first
 	var files *bridgereflect.Registry // the services, when descriptor files give them
 	if s.Descriptors.Enabled() {
 		reg, err := loadDescriptors(ctx, s)
@@ -95,7 +101,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, onReady fun
 		EmitUnpopulated:  s.EmitUnpopulated,
 		Document:         documentInfo(s, dialable(lis.Addr())),
 		Logger:           log,
-	}, s), s, auth, metrics, log))
+	}, s), s, auth, metrics, access))
 	httpSrv := httpServer(tr.handler(srv), s, log)
 
 	// Every goroutine is waited for before the connections close; cancel

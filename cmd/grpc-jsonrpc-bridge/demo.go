@@ -34,7 +34,7 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return usageError(err)
 			}
-			return demo(cmd.Context(), s, log, stdout)
+			return demo(cmd.Context(), s, log, stdout, stderr)
 		},
 	}
 	config.RegisterExcept(cmd.Flags(), config.KeyBackend)
@@ -43,7 +43,7 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 
 // demo serves the demo services on a loopback port and the bridge in front
 // of them until ctx is done.
-func demo(ctx context.Context, s config.Settings, log *slog.Logger, stdout io.Writer) error {
+func demo(ctx context.Context, s config.Settings, log *slog.Logger, stdout, stderr io.Writer) error {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return failure(fmt.Errorf("demo backend: %w", err))
@@ -65,7 +65,7 @@ func demo(ctx context.Context, s config.Settings, log *slog.Logger, stdout io.Wr
 
 	s.Backend, s.Backends = lis.Addr().String(), nil
 	log.Info("demo backend listening", "addr", s.Backend)
-	return serve(ctx, s, log, func(addr net.Addr) { printBanner(stdout, addr, s.Backend) })
+	return serve(ctx, s, log, stderr, func(addr net.Addr) { printBanner(stdout, addr, s.Backend) })
 }
 
 // printBanner tells how to try the demo served at addr.

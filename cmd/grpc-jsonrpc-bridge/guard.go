@@ -80,16 +80,9 @@ func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *brid
 
 // accessLog is the logger of the per-call records, nil when s turns them
 // off.
-func accessLog(s config.Settings, log *slog.Logger) *slog.Logger {
-	if !s.AccessLog {
-		return nil
-	}
-	return log
-}
-
 // guardOptions fills the authentication, limit and observability options
 // of o from s.
-func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bridge.Metrics, log *slog.Logger) bridge.Options {
+func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bridge.Metrics, access *slog.Logger) bridge.Options {
 	o.Auth = auth
 	o.IdentityMetadataKey = s.Auth.IdentityMetadataKey
 	o.MaxInFlight = s.MaxInFlight
@@ -97,7 +90,7 @@ func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bri
 	o.RateLimit = float64(s.RateLimit)
 	o.RateBurst = s.RateBurst
 	o.Metrics = m
-	o.AccessLog = accessLog(s, log)
+	o.AccessLog = access
 	return o
 }
 

@@ -44,7 +44,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return usageError(err)
 			}
-			return serve(cmd.Context(), s, log, nil)
+			return serve(cmd.Context(), s, log, stderr, nil)
 		},
 	}
 	config.Register(cmd.Flags())
