@@ -175,7 +175,7 @@ func Defaults() Settings {
 		ShutdownTimeout:  15 * time.Second,
 
 		Auth:              Auth{IdentityMetadataKey: "x-bridge-identity"},
-		MaxInFlight:       128,
+		MaxInFlight:       1024,
 		MaxResponseBytes:  8 << 20,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,

@@ -74,6 +74,12 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	if err != nil {
 		return err
 	}
+	// Logged before discovery starts, so that it always comes first.
+	names := make([]string, len(sources))
+	for i, src := range sources {
+		names[i] = src.Name
+	}
+	log.Info("listening", "addr", lis.Addr().String(), "tls", s.TLS.Enabled(), "backends", names)
 	watcher := bridgereflect.NewWatcher(sources, bridgereflect.WatchOptions{
 		Interval: s.RefreshInterval,
 		Retry:    bridgereflect.RetryOptions{Logger: log},
@@ -155,11 +161,6 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	})
 	served := make(chan error, 1)
 	wg.Go(func() { served <- httpSrv.Serve(lis) })
-	names := make([]string, len(sources))
-	for i, src := range sources {
-		names[i] = src.Name
-	}
-	log.Info("listening", "addr", lis.Addr().String(), "tls", s.TLS.Enabled(), "backends", names)
 
 	var runErr error
 	select {
