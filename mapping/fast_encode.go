@@ -13,9 +13,10 @@ import (
 // appendResult appends the protojson form of the wire message b to dst,
 // reading the wire bytes in one pass. It gives up (ok == false) on what it
 // cannot render exactly as protojson would: a singular field seen twice
-// (protobuf merges or overrides those), a repeated field whose values are
-// not contiguous, a wire type that does not match the field, invalid UTF-8,
-// an unknown value of a closed enum, groups.
+// (protobuf merges or overrides those), two members of one oneof (the last
+// wins), a repeated field whose values are not contiguous, a wire type that
+// does not match the field, invalid UTF-8, an unknown value of a closed
+// enum, groups.
 func (pl *plan) appendResult(dst, b []byte) ([]byte, bool) {
 	return pl.message(dst, b, 0)
 }
@@ -26,7 +27,7 @@ func (pl *plan) message(dst, b []byte, depth int) ([]byte, bool) {
 	}
 	dst = append(dst, '{')
 	first := true
-	var done bitset
+	var done, oneofs bitset
 	var open *field // the repeated field whose array is open
 	elems := 0      // the values written into it
 	for len(b) > 0 {
@@ -54,6 +55,9 @@ func (pl *plan) message(dst, b []byte, depth int) ([]byte, bool) {
 		}
 		if open == nil && done.testAndSet(f.index) {
 			return dst, false // seen before: merged, overridden or split
+		}
+		if f.oneof >= 0 && oneofs.testAndSet(f.oneof) {
+			return dst, false // another member of its oneof came first: the last one wins
 		}
 		var ok bool
 		if !f.list {
