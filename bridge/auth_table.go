@@ -65,7 +65,9 @@ func (t *table) forIdentity(id *identity) *table {
 		}
 		view := *t
 		view.guard.views = nil
-		view.document = buildDocument(allowedCatalog{t.guard.catalog, id}, t.guard.opts)
+		view.document = newLazyDocument(func() []byte {
+			return buildDocument(allowedCatalog{t.guard.catalog, id}, t.guard.opts)
+		})
 		v.t = &view
 	})
 	return v.t

@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"net/http"
+	"sync"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -10,9 +11,33 @@ import (
 // discoverMethod is the OpenRPC service discovery method.
 const discoverMethod = "rpc.discover"
 
-// buildDocument renders the OpenRPC document of c, once per Update. A
-// document that cannot be rendered is logged and left nil: rpc.discover
-// then answers -32603 and GET /openrpc.json 503, while calls still work.
+// lazyDocument is an OpenRPC document rendered the first time it is asked
+// for, so that a discovery does not pay for a document nobody reads.
+type lazyDocument struct {
+	once  sync.Once
+	build func() []byte
+	doc   []byte
+}
+
+func newLazyDocument(build func() []byte) *lazyDocument { return &lazyDocument{build: build} }
+
+// bytes returns the document, rendering it on first use; nil when it
+// cannot be rendered.
+func (d *lazyDocument) bytes() []byte {
+	if d == nil {
+		return nil
+	}
+	d.once.Do(func() {
+		d.doc = d.build()
+		d.build = nil
+	})
+	return d.doc
+}
+
+// buildDocument renders the OpenRPC document of c, once per Update, on
+// first use. A document that cannot be rendered is logged and left nil:
+// rpc.discover then answers -32603 and GET /openrpc.json 503, while calls
+// still work.
 func buildDocument(c Catalog, opts Options) []byte {
 	doc, err := mapping.Document(c.Methods(), mapping.DocumentOptions{
 		Info:            opts.Document,
@@ -32,11 +57,13 @@ func (s *Server) discover(t *table, r *request, dst []byte) []byte {
 		return appendError(dst, r.id, errNotDiscovered)
 	case len(r.params) > 2 && !isEmptyStructure(r.params):
 		return appendError(dst, r.id, &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": rpc.discover takes no params"})
-	case t.document == nil:
+	}
+	doc := t.document.bytes()
+	if doc == nil {
 		return appendError(dst, r.id, errInternal)
 	}
 	dst = appendResultHead(dst, r.id)
-	dst = append(dst, t.document...)
+	dst = append(dst, doc...)
 	return append(dst, '}')
 }
 
@@ -55,9 +82,13 @@ func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	id, _ := s.caller(r.Context()) // the front door has authenticated r
 	t := s.table.Load().forIdentity(id)
-	if t == nil || t.document == nil {
+	var doc []byte
+	if t != nil {
+		doc = t.document.bytes()
+	}
+	if doc == nil {
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"error":"the backend's services are not discovered yet"}`))
 		return
 	}
-	writeJSON(w, http.StatusOK, t.document)
+	writeJSON(w, http.StatusOK, doc)
 }

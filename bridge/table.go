@@ -43,8 +43,8 @@ type handle struct {
 type table struct {
 	methods  map[string]*handle // every method, streaming ones included
 	resolver mapping.Resolver
-	document []byte     // the OpenRPC document, served by rpc.discover
-	guard    tableGuard // per-identity views
+	document *lazyDocument // the OpenRPC document, served by rpc.discover
+	guard    tableGuard    // per-identity views
 }
 
 // MethodName returns the JSON-RPC name of a gRPC method: its fully
@@ -73,7 +73,7 @@ func newTable(c Catalog, conn grpc.ClientConnInterface, opts Options) *table {
 			desc:  streamDesc(md),
 		}
 	}
-	t.document = buildDocument(c, opts)
+	t.document = newLazyDocument(func() []byte { return buildDocument(c, opts) })
 	guardTable(t, c, opts)
 	return t
 }
