@@ -38,22 +38,42 @@ func Discover(ctx context.Context, conn grpc.ClientConnInterface) (*Registry, er
 	}
 	files := new(protoregistry.Files)
 	listed := make(map[protoreflect.FullName]bool, len(names))
+	var skipped []SkippedService
 	for _, name := range names {
 		if strings.HasPrefix(string(name), reflectionPackage) {
 			continue
 		}
 		fd, err := client.FileContainingSymbol(name)
+		if grpcreflect.IsElementNotFoundError(err) {
+			// The backend lists the service but cannot describe it (its
+			// file is not in the server's registry): serve the others.
+			skipped = append(skipped, SkippedService{Name: string(name), Err: err})
+			continue
+		}
 		if err != nil {
 			return nil, discoveryError(ctx, "resolve service "+string(name), err)
 		}
 		if err := registerFile(files, fd); err != nil {
-			return nil, fmt.Errorf("reflect: register files of service %s: %w", name, err)
+			skipped = append(skipped, SkippedService{Name: string(name), Err: err})
+			continue
 		}
 		listed[name] = true
 	}
-	return newRegistry(files, func(sd protoreflect.ServiceDescriptor) bool {
+	reg, err := newRegistry(files, func(sd protoreflect.ServiceDescriptor) bool {
 		return listed[sd.FullName()]
 	})
+	if err != nil {
+		return nil, err
+	}
+	reg.skipped = skipped
+	return reg, nil
+}
+
+// SkippedService is a service the backend lists but whose descriptors
+// discovery could not get or use; it is left out of the registry.
+type SkippedService struct {
+	Name string
+	Err  error
 }
 
 // discoveryError wraps err from the reflection client, turning

@@ -23,7 +23,12 @@ type Registry struct {
 	services []protoreflect.ServiceDescriptor
 	methods  []protoreflect.MethodDescriptor
 	byName   map[string]protoreflect.MethodDescriptor
+	skipped  []SkippedService // services discovery had to leave out
 }
+
+// Skipped lists the services the backend lists but discovery left out
+// because it could not get or use their descriptors.
+func (r *Registry) Skipped() []SkippedService { return r.skipped }
 
 // NewRegistry builds a registry of every service declared in files except
 // grpc.reflection.*. files must not be changed afterwards.

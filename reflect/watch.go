@@ -227,6 +227,10 @@ func (w *Watcher) discover(ctx context.Context, i int) error {
 	s := w.sources[i]
 	reg, err := discoverOnce(ctx, s.Conn, attemptTimeout)
 	if err == nil {
+		for _, sk := range reg.Skipped() {
+			w.log.WarnContext(ctx, "reflect: a service is left out: the backend gives no usable descriptors for it",
+				"backend", s.Name, "service", sk.Name, "error", sk.Err)
+		}
 		reg, err = reg.Filter(s.Include, s.Exclude)
 	}
 	w.mu.Lock()
