@@ -286,16 +286,3 @@ func bridgeStatus(code codes.Code, reason, msg string, meta ...string) *mapping.
 	}
 	return mapping.StatusError(st, nil)
 }
-
-// appendErrorObject appends e as a JSON-RPC error object.
-func appendErrorObject(dst []byte, e *mapping.Error) []byte {
-	dst = append(dst, `{"code":`...)
-	dst = strconv.AppendInt(dst, int64(e.Code), 10)
-	dst = append(dst, `,"message":`...)
-	dst = appendString(dst, e.Message)
-	if len(e.Data) > 0 {
-		dst = append(dst, `,"data":`...)
-		dst = append(dst, e.Data...)
-	}
-	return append(dst, '}')
-}

@@ -159,14 +159,9 @@ func appendResultHead(dst, id []byte) []byte {
 	return append(dst, `,"result":`...)
 }
 
-// appendError appends a whole error reply.
-func appendError(dst, id []byte, e *mapping.Error) []byte {
-	if id == nil {
-		id = nullID
-	}
-	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
-	dst = append(dst, id...)
-	dst = append(dst, `,"error":{"code":`...)
+// appendErrorObject appends e as a JSON-RPC error object.
+func appendErrorObject(dst []byte, e *mapping.Error) []byte {
+	dst = append(dst, `{"code":`...)
 	dst = strconv.AppendInt(dst, int64(e.Code), 10)
 	dst = append(dst, `,"message":`...)
 	dst = appendString(dst, e.Message)
@@ -174,5 +169,17 @@ func appendError(dst, id []byte, e *mapping.Error) []byte {
 		dst = append(dst, `,"data":`...)
 		dst = append(dst, e.Data...)
 	}
-	return append(dst, "}}"...)
+	return append(dst, '}')
+}
+
+// appendError appends a whole error reply.
+func appendError(dst, id []byte, e *mapping.Error) []byte {
+	if id == nil {
+		id = nullID
+	}
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
+	dst = append(dst, `,"error":`...)
+	dst = appendErrorObject(dst, e)
+	return append(dst, '}')
 }
