@@ -56,23 +56,40 @@ func DiscoverWithRetry(ctx context.Context, conn grpc.ClientConnInterface, opts 
 // discoverWithRetry is DiscoverWithRetry bounding each attempt by timeout.
 func discoverWithRetry(ctx context.Context, conn grpc.ClientConnInterface, opts RetryOptions, timeout time.Duration) (*Registry, error) {
 	opts = opts.withDefaults()
+	var reg *Registry
+	err := retry(ctx, opts, func() (err error) {
+		reg, err = discoverOnce(ctx, conn, timeout)
+		return err
+	}, func(attempt int, err error, wait time.Duration) {
+		opts.Logger.WarnContext(ctx, "reflect: discovery failed",
+			slog.Int("attempt", attempt), slog.Any("error", err), slog.Duration("retry_in", wait))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+// retry calls attempt until it succeeds or ctx is done, waiting backoff
+// between opts' bounds after each failure, which failed reports. It
+// returns nil after a success and ctx.Err() once ctx is done.
+func retry(ctx context.Context, opts RetryOptions, attempt func() error, failed func(n int, err error, wait time.Duration)) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
-	for attempt := 1; ; attempt++ {
-		reg, err := discoverOnce(ctx, conn, timeout)
+	for n := 1; ; n++ {
+		err := attempt()
 		if err == nil {
-			return reg, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
-		wait := backoff(attempt, opts.MinBackoff, opts.MaxBackoff)
-		opts.Logger.WarnContext(ctx, "reflect: discovery failed",
-			slog.Int("attempt", attempt), slog.Any("error", err), slog.Duration("retry_in", wait))
+		wait := backoff(n, opts.MinBackoff, opts.MaxBackoff)
+		failed(n, err, wait)
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		} else {
@@ -80,7 +97,7 @@ func discoverWithRetry(ctx context.Context, conn grpc.ClientConnInterface, opts 
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-timer.C:
 		}
 	}

@@ -194,31 +194,11 @@ func sendIndex(ch chan<- int, i int) {
 // discoverFirst discovers source i, retrying with backoff until it
 // succeeds or ctx is done.
 func (w *Watcher) discoverFirst(ctx context.Context, i int) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for attempt := 1; ; attempt++ {
-		err := w.discover(ctx, i)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		wait := backoff(attempt, w.opts.Retry.MinBackoff, w.opts.Retry.MaxBackoff)
-		w.log.WarnContext(ctx, "reflect: discovery failed", "backend", w.sources[i].Name,
-			"attempt", attempt, "error", err, "retry_in", wait)
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-	}
+	_ = retry(ctx, w.opts.Retry, func() error { return w.discover(ctx, i) },
+		func(attempt int, err error, wait time.Duration) {
+			w.log.WarnContext(ctx, "reflect: discovery failed", "backend", w.sources[i].Name,
+				"attempt", attempt, "error", err, "retry_in", wait)
+		})
 }
 
 // discover makes one discovery of source i and records its outcome: a
