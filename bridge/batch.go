@@ -76,7 +76,7 @@ func splitArray(b []byte) [][]byte {
 		return nil
 	}
 	for {
-		end, _ := scanValue(b, i, 0)
+		end := skipValue(b, i)
 		members = append(members, b[i:end])
 		i = skipSpace(b, end)
 		if b[i] == ']' {

@@ -58,7 +58,7 @@ func parseRequest(b []byte) request {
 		i = skipSpace(b, keyEnd)
 		i = skipSpace(b, i+1) // past ':'
 		valStart := i
-		i, _ = scanValue(b, i, 0)
+		i = skipValue(b, i)
 		val := b[valStart:i]
 		if r.invalid == nil {
 			switch string(key) {

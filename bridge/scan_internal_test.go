@@ -1,0 +1,41 @@
+package bridge
+
+import "testing"
+
+// TestSkipValueMatchesScanValue: on accepted JSON, skipValue finds the end
+// scanValue finds.
+func TestSkipValueMatchesScanValue(t *testing.T) {
+	for _, v := range []string{
+		`"a"`, `"a\"b\\"`, `"\\"`, `12`, `-1.5e+3`, `true`, `null`, `{}`, `[]`,
+		`{"a":[1,"]}",{"b":"\\\""}],"c":null}`, `[[["x"]],{}]`, `{"k":"}"}`,
+	} {
+		for _, tail := range []string{"", ",1", "}", "]", " ", "\n"} {
+			b := []byte(v + tail)
+			want, err := scanValue(b, 0, 0)
+			if err != nil {
+				t.Fatalf("%s: %v", v, err)
+			}
+			if got := skipValue(b, 0); got != want {
+				t.Errorf("skipValue(%q) = %d, want %d", b, got, want)
+			}
+		}
+	}
+}
+
+func FuzzSkipValue(f *testing.F) {
+	for _, s := range []string{`{"a":[1,"x\"y"]}`, `"s"`, `1.5`, `[true,null]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		want, err := scanValue(b, 0, 0)
+		if err != nil || want != len(b) {
+			return // only whole values reach skipValue: the body check refuses the rest
+		}
+		if got := skipValue(b, 0); got != want {
+			t.Fatalf("skipValue(%q) = %d, want %d", b, got, want)
+		}
+	})
+}
