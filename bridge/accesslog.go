@@ -15,6 +15,10 @@ const anonymous = "anonymous"
 // maxLoggedName bounds a method name taken from a client into a log line.
 const maxLoggedName = 128
 
+// maxLoggedDetail bounds the detail of a refusal, which may quote a
+// client's header name or HTTP method, in a log line.
+const maxLoggedDetail = 256
+
 // observing reports whether calls are measured at all: without metrics and
 // an access log, a call does not even read the clock.
 func (s *Server) observing() bool { return s.opts.Metrics != nil || s.opts.AccessLog != nil }
@@ -72,11 +76,18 @@ func stats(m *Metrics, r *request, h *handle) *methodStats {
 	return m.unknown
 }
 
-// refused logs and counts a request refused at the front door.
+// refused logs and counts a request refused at the front door. reason is
+// the metric label, one of those NewMetrics registers: unauthenticated
+// (401), in_flight or rate_limit (429), body_too_large (413), bad_header or
+// unreadable_body (400), method_not_allowed (405). detail says more for the
+// log line only; it is cut to maxLoggedDetail bytes.
 func (s *Server) refused(ctx context.Context, x *exchange, reason, detail string) {
 	s.opts.Metrics.refusal(reason)
 	if s.opts.AccessLog == nil {
 		return
+	}
+	if len(detail) > maxLoggedDetail {
+		detail = detail[:maxLoggedDetail]
 	}
 	who := anonymous
 	if x.id != nil {

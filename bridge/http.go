@@ -79,6 +79,7 @@ func serveProbe(w http.ResponseWriter, r *http.Request, ok bool, body string) {
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
+		s.refused(r.Context(), x, "method_not_allowed", r.Method)
 		writeJSON(w, http.StatusMethodNotAllowed, appendError(nil, nullID,
 			invalidRequest("JSON-RPC calls are sent with HTTP POST")))
 		return
@@ -89,7 +90,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	defer s.leave()
 	x.single = true
 	if r.ContentLength > s.opts.MaxBodyBytes {
-		s.tooLarge(w)
+		s.tooLarge(w, r, x)
 		return
 	}
 	in := bufPool.Get().(*bytes.Buffer)
@@ -98,11 +99,12 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if _, err := in.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			s.tooLarge(w)
+			s.tooLarge(w, r, x)
 			return
 		}
 		// The client stopped sending; there is nobody to read a reply.
 		s.log.Debug("cannot read a request body", "error", err)
+		s.refused(r.Context(), x, "unreadable_body", err.Error())
 		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID,
 			&mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": the request body could not be read"}))
 		return
@@ -112,6 +114,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	out.Reset()
 	ctx, capture, err := s.requestContext(r, in.Bytes())
 	if err != nil {
+		s.refused(r.Context(), x, "bad_header", err.Error())
 		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID, invalidRequest(err.Error())))
 		return
 	}
@@ -129,7 +132,10 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	writeJSON(w, http.StatusOK, out.Bytes())
 }
 
-func (s *Server) tooLarge(w http.ResponseWriter) {
+// tooLarge answers 413 to a request whose body is larger than MaxBodyBytes,
+// by its Content-Length or as it is read.
+func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, x *exchange) {
+	s.refused(r.Context(), x, "body_too_large", "")
 	writeJSON(w, http.StatusRequestEntityTooLarge, appendError(nil, nullID, invalidRequest(
 		"the request body is larger than max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)")))
 }

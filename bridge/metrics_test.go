@@ -139,6 +139,11 @@ func TestMetricsAfterKnownCalls(t *testing.T) {
 	if s, ok := sample(fams, "jsonrpc_bridge_requests_refused_total", map[string]string{"reason": "unauthenticated"}); !ok || s.GetCounter().GetValue() != 1 {
 		t.Errorf("requests_refused_total{reason=unauthenticated}: got %v, want 1", s)
 	}
+	for _, reason := range []string{"in_flight", "rate_limit", "body_too_large", "bad_header", "unreadable_body", "method_not_allowed"} {
+		if s, ok := sample(fams, "jsonrpc_bridge_requests_refused_total", map[string]string{"reason": reason}); !ok || s.GetCounter().GetValue() != 0 {
+			t.Errorf("requests_refused_total{reason=%s}: got %v, want a 0 registered from the start", reason, s)
+		}
+	}
 	for _, name := range []string{"jsonrpc_bridge_calls_in_flight", "jsonrpc_bridge_requests_in_flight"} {
 		if s, ok := sample(fams, name, nil); !ok || s.GetGauge().GetValue() != 0 {
 			t.Errorf("%s: got %v, want 0 after the calls", name, s)
