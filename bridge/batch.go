@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	lean "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/internal/unary"
 )
 
 // batch runs the members of the batch array b concurrently, at most
@@ -33,18 +35,20 @@ func (s *Server) batch(ctx context.Context, t *table, b, dst []byte) []byte {
 		}
 	}
 	replies := make([][]byte, len(reqs))
+	rest := s.batchDirect(ctx, t, reqs, replies, budget)
 	var next atomic.Int64
 	work := func() {
 		for {
-			i := int(next.Add(1) - 1)
-			if i >= len(reqs) {
+			n := int(next.Add(1) - 1)
+			if n >= len(rest) {
 				return
 			}
+			i := rest[n]
 			replies[i] = s.callWithin(ctx, t, &reqs[i], nil, budget)
 		}
 	}
 	var wg sync.WaitGroup
-	for range min(len(reqs), s.opts.BatchParallelism) - 1 {
+	for range min(len(rest), s.opts.BatchParallelism) - 1 {
 		wg.Go(work)
 	}
 	work()
@@ -65,6 +69,43 @@ func (s *Server) batch(ctx context.Context, t *table, b, dst []byte) []byte {
 		return dst[:start] // only notifications: nothing to reply
 	}
 	return append(dst, ']')
+}
+
+// batchDirect runs the members of a batch that can go through a direct
+// path (DirectConn) in Groups of at most BatchParallelism calls, whose
+// frames leave together and whose waiter wakes once, and puts their
+// replies in replies. It returns the indexes of the other members.
+func (s *Server) batchDirect(ctx context.Context, t *table, reqs []request, replies [][]byte, budget *atomic.Int64) []int {
+	var (
+		rest    []int
+		g       lean.Group
+		started = make([]startedCall, 0, min(len(reqs), s.opts.BatchParallelism))
+		index   = make([]int, 0, cap(started))
+		md      = outgoingMD(ctx)
+	)
+	callCtx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
+	defer cancel()
+	finish := func() {
+		g.Wait(callCtx)
+		for k := range started {
+			replies[index[k]] = s.finishDirect(ctx, callCtx, t, &started[k], budget)
+		}
+		started, index = started[:0], index[:0]
+	}
+	for i := range reqs {
+		started = started[:len(started)+1]
+		if !s.startDirect(callCtx, t, &reqs[i], md, &g, &started[len(started)-1]) {
+			started = started[:len(started)-1]
+			rest = append(rest, i)
+			continue
+		}
+		index = append(index, i)
+		if len(started) == cap(started) {
+			finish()
+		}
+	}
+	finish()
+	return rest
 }
 
 // splitArray returns the members of the JSON array b, which scanValue has

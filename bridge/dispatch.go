@@ -94,9 +94,7 @@ func (s *Server) run(ctx context.Context, t *table, r *request, dst []byte, o *o
 	if e != nil {
 		o.code = e.Code
 	}
-	if resp != nil {
-		defer putFrame(resp)
-	}
+	defer resp.release()
 	if r.notification() {
 		return dst
 	}
@@ -104,7 +102,7 @@ func (s *Server) run(ctx context.Context, t *table, r *request, dst []byte, o *o
 		return appendError(dst, r.id, e)
 	}
 	dst = appendResultHead(dst, r.id)
-	dst, err := h.codec.AppendResultWire(dst, resp.b)
+	dst, err := h.codec.AppendResultWire(dst, resp.bytes())
 	if err != nil {
 		s.log.Error("cannot encode a result", "method", h.name, "error", err)
 		return appendError(dst[:start], r.id, errInternal)
@@ -113,29 +111,33 @@ func (s *Server) run(ctx context.Context, t *table, r *request, dst []byte, o *o
 }
 
 // invoke makes the backend call of r. The response's wire bytes come in a
-// pooled frame, which the caller puts back.
-func (s *Server) invoke(ctx context.Context, t *table, r *request) (*handle, *frame, *mapping.Error) {
+// pooled answer, which the caller releases.
+func (s *Server) invoke(ctx context.Context, t *table, r *request) (*handle, answer, *mapping.Error) {
 	if t == nil {
-		return nil, nil, errNotDiscovered
+		return nil, answer{}, errNotDiscovered
 	}
 	h, ok := t.methods[string(r.method)]
 	if !ok {
-		return nil, nil, methodNotFound(t, r.method)
+		return nil, answer{}, methodNotFound(t, r.method)
+	}
+	if h.direct != nil {
+		a, e := s.invokeDirect(ctx, t, h, r)
+		return h, a, e
 	}
 	req := getFrame()
 	defer putFrame(req)
 	var e *mapping.Error
 	if req.b, e = h.codec.AppendRequest(req.b, r.params); e != nil {
-		return nil, nil, e
+		return nil, answer{}, e
 	}
 	resp := getFrame()
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
 	defer cancel()
 	if err := h.conn.Invoke(ctx, h.path, req, resp, withRawCodec(callOptions(ctx))...); err != nil {
 		putFrame(resp)
-		return nil, nil, s.statusError(ctx, h, err, t.resolver)
+		return nil, answer{}, s.statusError(ctx, h, err, t.resolver)
 	}
-	return h, resp, nil
+	return h, answer{frame: resp}, nil
 }
 
 func methodNotFound(t *table, name []byte) *mapping.Error {

@@ -24,12 +24,13 @@ import (
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
-// env is a bridge in front of a real gRPC backend on bufconn.
+// env is a bridge in front of a real gRPC backend on loopback TCP, whose
+// unary calls take the direct path (bridge.DirectConn), as in production.
 type env struct {
 	url     string
 	backend *testv1.Server
 	bridge  *bridge.Server
-	conn    *grpc.ClientConn
+	conn    *grpc.ClientConn // grpc-go's connection to the backend
 }
 
 // startBackend serves every test and demo service with reflection on a
@@ -56,6 +57,60 @@ func startBackend(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grp
 	return ts, conn
 }
 
+// startBackendTCP is startBackend on a loopback TCP listener, and returns
+// the backend's address too.
+func startBackendTCP(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grpc.ClientConn, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(opts...)
+	ts := testv1.NewServer()
+	testv1.RegisterTestServiceServer(gs, ts)
+	demov1.RegisterNotesServer(gs, demov1.NewServer())
+	helloworld.RegisterGreeterServer(gs, helloworld.Server{})
+	rpcops.RegisterOpsServer(gs, rpcops.Server{})
+	reflection.Register(gs)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	addr := lis.Addr().String()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return ts, conn, addr
+}
+
+// directConn gives conn, a connection to addr, the bridge's direct path
+// for unary calls.
+func directConn(t testing.TB, conn *grpc.ClientConn, addr string) *bridge.DirectConn {
+	t.Helper()
+	d, err := bridge.NewDirectConn(conn, addr, bridge.DirectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// newEnvGRPCGo is newEnv with every call going through grpc-go's client
+// (direct_calls: false), on bufconn.
+func newEnvGRPCGo(t testing.TB, opts bridge.Options) *env {
+	t.Helper()
+	ts, conn := startBackend(t)
+	reg, err := bridgereflect.Discover(context.Background(), conn)
+	if err != nil {
+		t.Fatalf("discover: %v", err)
+	}
+	srv := bridge.New(conn, opts)
+	srv.Update(reg)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return &env{url: hs.URL, backend: ts, bridge: srv, conn: conn}
+}
+
 func newEnv(t testing.TB, opts bridge.Options) *env {
 	t.Helper()
 	return newEnvWith(t, opts)
@@ -64,12 +119,12 @@ func newEnv(t testing.TB, opts bridge.Options) *env {
 // newEnvWith is newEnv with options for the backend's gRPC server.
 func newEnvWith(t testing.TB, opts bridge.Options, serverOpts ...grpc.ServerOption) *env {
 	t.Helper()
-	ts, conn := startBackend(t, serverOpts...)
+	ts, conn, addr := startBackendTCP(t, serverOpts...)
 	reg, err := bridgereflect.Discover(context.Background(), conn)
 	if err != nil {
 		t.Fatalf("discover: %v", err)
 	}
-	srv := bridge.New(conn, opts)
+	srv := bridge.New(directConn(t, conn, addr), opts)
 	srv.Update(reg)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)

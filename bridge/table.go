@@ -5,6 +5,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	lean "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/internal/unary"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -30,13 +31,16 @@ const reservedPrefix = "rpc."
 
 // handle is everything a call needs, prepared once per discovery.
 type handle struct {
-	name  string                   // the JSON-RPC method name
-	path  string                   // the gRPC method path, "/pkg.Service/Method"
-	conn  grpc.ClientConnInterface // the backend serving the method
-	codec *mapping.Codec
-	kind  kind             // unary, or how the method streams
-	desc  *grpc.StreamDesc // nil for unary methods
-	guard handleGuard      // who may call it, its metrics
+	name string                   // the JSON-RPC method name
+	path string                   // the gRPC method path, "/pkg.Service/Method"
+	conn grpc.ClientConnInterface // the backend serving the method
+	// direct is conn's own HTTP/2 client for unary calls (DirectConn),
+	// or nil to call through conn.
+	direct *lean.Client
+	codec  *mapping.Codec
+	kind   kind             // unary, or how the method streams
+	desc   *grpc.StreamDesc // nil for unary methods
+	guard  handleGuard      // who may call it, its metrics
 }
 
 // table is an immutable routing table built from one Catalog.
@@ -65,12 +69,13 @@ func newTable(c Catalog, conn grpc.ClientConnInterface, opts Options) *table {
 	for _, md := range mds {
 		name := MethodName(md)
 		t.methods[name] = &handle{
-			name:  name,
-			path:  "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
-			conn:  connOf(c, md, conn),
-			codec: mapping.NewCodec(md, t.resolver, mapping.Options{EmitUnpopulated: opts.EmitUnpopulated}),
-			kind:  kindOf(md),
-			desc:  streamDesc(md),
+			name:   name,
+			path:   "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
+			conn:   connOf(c, md, conn),
+			direct: directOf(connOf(c, md, conn)),
+			codec:  mapping.NewCodec(md, t.resolver, mapping.Options{EmitUnpopulated: opts.EmitUnpopulated}),
+			kind:   kindOf(md),
+			desc:   streamDesc(md),
 		}
 	}
 	t.document = newLazyDocument(func() []byte { return buildDocument(c, opts) })

@@ -73,33 +73,38 @@ func TestTranscripts(t *testing.T) {
 		t.Fatalf("no transcripts: %v", err)
 	}
 	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, bridge.Options{})
-			for _, s := range readTranscript(t, file) {
-				code, body := e.post(t, s.send)
-				if code != s.status {
-					t.Fatalf("line %d: %s\ngot HTTP %d %s, want %d", s.line, s.send, code, body, s.status)
-				}
-				if s.want == "" {
-					if len(body) != 0 {
-						t.Errorf("line %d: got body %s, want none", s.line, body)
+		for _, path := range []struct {
+			name   string
+			newEnv func(testing.TB, bridge.Options) *env
+		}{{"direct", newEnv}, {"grpc-go", newEnvGRPCGo}} {
+			t.Run(strings.TrimSuffix(filepath.Base(file), ".txt")+"/"+path.name, func(t *testing.T) {
+				t.Parallel()
+				e := path.newEnv(t, bridge.Options{})
+				for _, s := range readTranscript(t, file) {
+					code, body := e.post(t, s.send)
+					if code != s.status {
+						t.Fatalf("line %d: %s\ngot HTTP %d %s, want %d", s.line, s.send, code, body, s.status)
 					}
-					continue
+					if s.want == "" {
+						if len(body) != 0 {
+							t.Errorf("line %d: got body %s, want none", s.line, body)
+						}
+						continue
+					}
+					got := decode(t, body)
+					eachReply(t, got, func(r map[string]any) { checkEnvelope(t, r) })
+					var want any
+					d := json.NewDecoder(strings.NewReader(s.want))
+					d.UseNumber()
+					if err := d.Decode(&want); err != nil {
+						t.Fatalf("line %d: bad pattern: %v", s.line, err)
+					}
+					if err := match(want, got, "$"); err != nil {
+						t.Errorf("line %d: %s\ngot  %s\nwant %s\n%v", s.line, s.send, body, s.want, err)
+					}
 				}
-				got := decode(t, body)
-				eachReply(t, got, func(r map[string]any) { checkEnvelope(t, r) })
-				var want any
-				d := json.NewDecoder(strings.NewReader(s.want))
-				d.UseNumber()
-				if err := d.Decode(&want); err != nil {
-					t.Fatalf("line %d: bad pattern: %v", s.line, err)
-				}
-				if err := match(want, got, "$"); err != nil {
-					t.Errorf("line %d: %s\ngot  %s\nwant %s\n%v", s.line, s.send, body, s.want, err)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -48,6 +48,7 @@ func keys() []key {
 		{name: "metadata.response_headers", usage: "backend response headers and trailers returned as HTTP headers of a single call", field: func(s *Settings) any { return &s.Metadata.ResponseHeaders }},
 		{name: "refresh_interval", usage: "rediscover the backends' services this often; 0s turns it off", field: func(s *Settings) any { return &s.RefreshInterval }},
 		{name: "emit_unpopulated", usage: "include fields holding default values in results", field: func(s *Settings) any { return &s.EmitUnpopulated }},
+		{name: "direct_calls", usage: "send unary calls through the bridge's own HTTP/2 client instead of grpc-go's (not with tracing)", field: func(s *Settings) any { return &s.DirectCalls }},
 		{name: "log_level", usage: "log level: debug, info, warn or error", field: func(s *Settings) any { return &s.LogLevel }},
 		{name: "log_format", usage: "log format: text or json", field: func(s *Settings) any { return &s.LogFormat }},
 		{name: "shutdown_timeout", usage: "wait for in-flight requests on shutdown, e.g. 15s", field: func(s *Settings) any { return &s.ShutdownTimeout }},

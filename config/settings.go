@@ -46,6 +46,11 @@ type Settings struct {
 	RefreshInterval time.Duration
 	// EmitUnpopulated makes results carry fields holding default values.
 	EmitUnpopulated bool
+	// DirectCalls sends unary calls through the bridge's own HTTP/2 client
+	// rather than grpc-go's (streaming calls and reflection always use
+	// grpc-go). It is ignored, and grpc-go used, with tracing on and for
+	// targets that need grpc-go's name resolution.
+	DirectCalls bool
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 	// LogFormat is text or json.
@@ -182,6 +187,7 @@ func Defaults() Settings {
 		IdleTimeout:       2 * time.Minute,
 		AccessLog:         true,
 		Metrics:           true,
+		DirectCalls:       true,
 
 		Streaming: defaultStreaming(),
 		Tracing:   defaultTracing(),

@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
@@ -63,7 +64,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	backends := s.BackendList()
 	sources := make([]bridgereflect.Source, 0, len(backends))
 	for _, b := range backends {
-		conn, err := dialBackend(b, log, tr.dialOptions()...)
+		conn, err := backendConn(b, s.DirectCalls && tr == nil, log, tr.dialOptions()...)
 		if err != nil {
 			return usageError(err)
 		}
@@ -206,24 +207,50 @@ func backendName(b config.Backend) string {
 	return b.Address
 }
 
+// backendConn is the connection the bridge calls b through: dialBackend's,
+// with the bridge's own client for unary calls when direct is set and b's
+// address allows it.
+func backendConn(b config.Backend, direct bool, log *slog.Logger, opts ...grpc.DialOption) (connCloser, error) {
+	conn, creds, err := dialBackend(b, log, opts...)
+	if err != nil || !direct {
+		return conn, err
+	}
+	d, err := bridge.NewDirectConn(conn, b.Address, bridge.DirectOptions{Creds: creds, Logger: log})
+	if errors.Is(err, bridge.ErrUnsupportedTarget) {
+		log.Info("unary calls go through grpc-go: the address needs its name resolution", "backend", backendName(b))
+		return conn, nil
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("backend %q: %w", backendName(b), err)
+	}
+	return d, nil
+}
+
+// connCloser is a backend connection the bridge closes at the end.
+type connCloser interface {
+	grpc.ClientConnInterface
+	Close() error
+}
+
 // dialBackend creates the client connection of b: plaintext or TLS, with
 // a reconnect backoff capped at a few seconds, and the options opts (such
-// as tracing's).
-func dialBackend(b config.Backend, log *slog.Logger, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+// as tracing's). It returns the transport credentials it uses too.
+func dialBackend(b config.Backend, log *slog.Logger, opts ...grpc.DialOption) (*grpc.ClientConn, credentials.TransportCredentials, error) {
 	creds := insecure.NewCredentials()
 	if b.TLS != nil {
 		c, err := backendCredentials(b, log)
 		if err != nil {
-			return nil, fmt.Errorf("backend %q: %w", backendName(b), err)
+			return nil, nil, fmt.Errorf("backend %q: %w", backendName(b), err)
 		}
 		creds = c
 	}
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithConnectParams(reconnectParams)}, opts...)
 	conn, err := grpc.NewClient(b.Address, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("backend %q: %w", backendName(b), err)
+		return nil, nil, fmt.Errorf("backend %q: %w", backendName(b), err)
 	}
-	return conn, nil
+	return conn, creds, nil
 }
 
 // listen opens the listener of s, with TLS if configured.

@@ -71,7 +71,7 @@ func documentMethods(ctx context.Context, s config.Settings, log *slog.Logger) (
 	}
 	parts := make([]bridgereflect.Part, 0, len(backends))
 	for _, b := range backends {
-		conn, err := dialBackend(b, log)
+		conn, _, err := dialBackend(b, log)
 		if err != nil {
 			return nil, usageError(err)
 		}

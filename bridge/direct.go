@@ -1,0 +1,216 @@
+package bridge
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+
+	lean "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/internal/unary"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+)
+
+// A DirectConn is a backend connection whose unary calls go through the
+// bridge's own HTTP/2 client instead of grpc-go's: the calling goroutine
+// writes the frames, concurrent calls share writes, and a batch's calls
+// leave in one write. Streaming calls, reflection and the connection's
+// state stay with the *grpc.ClientConn it embeds, which must have been
+// created for the same target.
+type DirectConn struct {
+	*grpc.ClientConn
+	lean *lean.Client
+}
+
+// DirectOptions configure the direct path of a DirectConn.
+type DirectOptions struct {
+	// Creds secure the connection, as the ClientConn's; nil means
+	// plaintext.
+	Creds credentials.TransportCredentials
+	// MaxRecvMsgSize bounds a response message; 0 means 4 MiB, as
+	// grpc-go's default.
+	MaxRecvMsgSize int
+	// Logger receives connection events at debug level; nil discards them.
+	Logger *slog.Logger
+}
+
+// ErrUnsupportedTarget is returned by NewDirectConn for a target that
+// needs grpc-go's name resolution (a resolver scheme other than dns,
+// passthrough, unix, ipv4 and ipv6, or several addresses); such a backend
+// is called through grpc-go alone.
+var ErrUnsupportedTarget = lean.ErrUnsupportedTarget
+
+// NewDirectConn returns cc with a direct path for unary calls to target.
+func NewDirectConn(cc *grpc.ClientConn, target string, opts DirectOptions) (*DirectConn, error) {
+	c, err := lean.New(target, lean.Options{Creds: opts.Creds, MaxRecvMsgSize: opts.MaxRecvMsgSize, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &DirectConn{ClientConn: cc, lean: c}, nil
+}
+
+// Close closes both paths.
+func (d *DirectConn) Close() error {
+	d.lean.Close()
+	return d.ClientConn.Close()
+}
+
+// directOf is the direct path of conn, or nil.
+func directOf(conn grpc.ClientConnInterface) *lean.Client {
+	if d, ok := conn.(*DirectConn); ok {
+		return d.lean
+	}
+	return nil
+}
+
+var callPool = sync.Pool{New: func() any { return new(lean.Call) }}
+
+func getCall() *lean.Call { return callPool.Get().(*lean.Call) }
+
+func putCall(c *lean.Call) {
+	if cap(c.Request) > maxPooled || cap(c.Response) > maxPooled {
+		return
+	}
+	c.Metadata, c.Header, c.Trailer, c.Err = nil, nil, nil, nil
+	callPool.Put(c)
+}
+
+// answer holds the wire bytes of a backend's response until the reply is
+// written, in the pooled object they came in.
+type answer struct {
+	frame *frame
+	call  *lean.Call
+}
+
+func (a answer) bytes() []byte {
+	if a.call != nil {
+		return a.call.Response
+	}
+	return a.frame.b
+}
+
+func (a answer) release() {
+	if a.call != nil {
+		putCall(a.call)
+	} else if a.frame != nil {
+		putFrame(a.frame)
+	}
+}
+
+// outgoingMD is the metadata ctx carries to the backend.
+func outgoingMD(ctx context.Context) metadata.MD {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	return md
+}
+
+// invokeDirect makes the call of r through h's direct path.
+func (s *Server) invokeDirect(ctx context.Context, t *table, h *handle, r *request) (answer, *mapping.Error) {
+	call := getCall()
+	var e *mapping.Error
+	if call.Request, e = h.codec.AppendRequest(call.Request[:0], r.params); e != nil {
+		putCall(call)
+		return answer{}, e
+	}
+	call.Method = h.path
+	call.Metadata = outgoingMD(ctx)
+	c, _ := ctx.Value(captureKey{}).(*captured)
+	call.Capture = c != nil
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
+	defer cancel()
+	if err := h.direct.Invoke(ctx, call); err != nil {
+		if c != nil {
+			c.header, c.trailer = call.Header, call.Trailer
+		}
+		putCall(call)
+		return answer{}, s.statusError(ctx, h, err, t.resolver)
+	}
+	if c != nil {
+		c.header, c.trailer = call.Header, call.Trailer
+	}
+	return answer{call: call}, nil
+}
+
+// startedCall is a batch member started on a direct path, to be finished
+// once its Group has been waited for.
+type startedCall struct {
+	r     *request
+	h     *handle
+	call  *lean.Call
+	began time.Time
+}
+
+// startDirect starts r in g when it is a unary call whose method has a
+// direct path, the caller may call it and its params transcode; it
+// returns false for any other request, which then runs the ordinary way.
+func (s *Server) startDirect(ctx context.Context, t *table, r *request, md metadata.MD, g *lean.Group, sc *startedCall) bool {
+	if r.invalid != nil || t == nil {
+		return false
+	}
+	h := t.methods[string(r.method)]
+	if h == nil || h.direct == nil || h.kind != unary {
+		return false
+	}
+	if _, e := s.authorize(ctx, t, r); e != nil {
+		return false
+	}
+	call := getCall()
+	var e *mapping.Error
+	if call.Request, e = h.codec.AppendRequest(call.Request[:0], r.params); e != nil {
+		putCall(call)
+		return false
+	}
+	call.Method, call.Metadata, call.Capture = h.path, md, false
+	*sc = startedCall{r: r, h: h, call: call}
+	if s.observing() {
+		sc.began = s.startCall()
+	}
+	g.Start(ctx, h.direct, call)
+	return true
+}
+
+// finishDirect appends the reply of a started call whose Group has been
+// waited for, and records it as call does; callCtx is the context the call
+// ran with.
+func (s *Server) finishDirect(ctx, callCtx context.Context, t *table, sc *startedCall, budget *atomic.Int64) (out []byte) {
+	r, h, call := sc.r, sc.h, sc.call
+	defer putCall(call)
+	code := mapping.Code(0)
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic while handling a call", "method", h.name, "panic", p, "stack", string(debug.Stack()))
+			out = nil
+			if !r.notification() {
+				out = appendError(out, r.id, errInternal)
+			}
+		}
+	}()
+	if call.Err != nil {
+		e := s.statusError(callCtx, h, call.Err, t.resolver)
+		code = e.Code
+		if !r.notification() {
+			out = appendError(out, r.id, e)
+		}
+	} else if !r.notification() {
+		out = appendResultHead(out, r.id)
+		var err error
+		if out, err = h.codec.AppendResultWire(out, call.Response); err != nil {
+			s.log.Error("cannot encode a result", "method", h.name, "error", err)
+			out = appendError(out[:0], r.id, errInternal)
+		} else {
+			out = append(out, '}')
+		}
+	}
+	if len(out) > 0 {
+		code = replyCode(out, r)
+	}
+	out, code = s.capReply(out, 0, r, code, budget)
+	if s.observing() {
+		s.observe(ctx, r, h, code, sc.began)
+	}
+	return out
+}

@@ -1,0 +1,20 @@
+// Package unary is a lean gRPC client for unary calls whose messages are
+// already protobuf wire bytes, which is all the bridge's unary path needs.
+//
+// It speaks HTTP/2 itself on one connection per backend: a call encodes its
+// HEADERS and DATA frames into the connection's write buffer from the
+// calling goroutine, and whichever caller finds no write in progress writes
+// everything queued with one system call, so concurrent calls share writes
+// without a writer goroutine. One reader goroutine per connection parses the
+// backend's frames and completes the calls. A batch starts all its calls
+// before the first write and waits for them together (Group).
+//
+// It covers what unary calls need of HTTP/2 and gRPC: flow control both
+// ways, SETTINGS (concurrent stream limit, window and frame sizes, header
+// table size), PING, GOAWAY and RST_STREAM (calls the backend never saw are
+// retried once on a new connection), CONTINUATION, padding, trailers-only
+// responses, grpc-timeout, metadata (-bin values in base64) and status
+// details. Streaming calls, reflection, load balancing and compression are
+// left to grpc-go. Statuses made here rather than received from the backend
+// carry messages that begin with "transport: " or "grpc: ".
+package unary
