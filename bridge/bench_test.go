@@ -1,7 +1,6 @@
 package bridge_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/echo"
@@ -25,17 +23,19 @@ import (
 const benchParams = `{"message":"hello from bench","sequence":"1234567890123","tags":["alpha","beta","gamma","delta"],"metadata":{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","clientName":"bench-load","attempt":1},"priority":"PRIORITY_HIGH"}`
 
 // newEchoEnv is a bridge in front of a backend serving only
-// bench.v1.EchoService, on bufconn.
-func newEchoEnv(b *testing.B) *env {
-	lis := bufconn.Listen(1 << 20)
+// bench.v1.EchoService on loopback TCP, calling it through the direct path
+// (direct_calls: true, the default) or through grpc-go.
+func newEchoEnv(b testing.TB, direct bool) *env {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
 	gs := grpc.NewServer()
 	echo.RegisterEchoServiceServer(gs, echo.Server{})
 	reflection.Register(gs)
 	go gs.Serve(lis)
 	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,13 +44,17 @@ func newEchoEnv(b *testing.B) *env {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := bridge.New(conn, bridge.Options{})
+	var c grpc.ClientConnInterface = conn
+	if direct {
+		c = directConn(b, conn, lis.Addr().String())
+	}
+	srv := bridge.New(c, bridge.Options{})
 	srv.Update(reg)
 	return &env{bridge: srv, conn: conn}
 }
 
-func benchmarkBody(b *testing.B, body string) {
-	e := newEchoEnv(b)
+func benchmarkBody(b *testing.B, body string, direct bool) {
+	e := newEchoEnv(b, direct)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
@@ -66,30 +70,38 @@ func benchmarkBody(b *testing.B, body string) {
 	})
 }
 
-// BenchmarkUnary is one call through the HTTP handler to an in-process
-// backend.
-func BenchmarkUnary(b *testing.B) {
-	benchmarkBody(b, `{"jsonrpc":"2.0","id":1,"method":"bench.v1.EchoService.Echo","params":`+benchParams+`}`)
-}
+const unaryBody = `{"jsonrpc":"2.0","id":1,"method":"bench.v1.EchoService.Echo","params":` + benchParams + `}`
 
-// BenchmarkBatch100 is a batch of 100 calls through the HTTP handler.
-func BenchmarkBatch100(b *testing.B) {
+// BenchmarkUnary is one call through the HTTP handler to a backend in the
+// same process, over loopback, on the direct path.
+func BenchmarkUnary(b *testing.B) { benchmarkBody(b, unaryBody, true) }
+
+// BenchmarkUnaryGRPCGo is BenchmarkUnary through grpc-go's client.
+func BenchmarkUnaryGRPCGo(b *testing.B) { benchmarkBody(b, unaryBody, false) }
+
+func batchBody(n int) string {
 	var sb strings.Builder
 	sb.WriteByte('[')
-	for i := range 100 {
+	for i := range n {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
 		sb.WriteString(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i+1) + `,"method":"bench.v1.EchoService.Echo","params":` + benchParams + `}`)
 	}
 	sb.WriteByte(']')
-	benchmarkBody(b, sb.String())
+	return sb.String()
 }
+
+// BenchmarkBatch100 is a batch of 100 calls through the HTTP handler.
+func BenchmarkBatch100(b *testing.B) { benchmarkBody(b, batchBody(100), true) }
+
+// BenchmarkBatch100GRPCGo is BenchmarkBatch100 through grpc-go's client.
+func BenchmarkBatch100GRPCGo(b *testing.B) { benchmarkBody(b, batchBody(100), false) }
 
 // BenchmarkEnvelope is the parse and reply path alone: a call to an
 // unknown method never reaches the backend.
 func BenchmarkEnvelope(b *testing.B) {
-	e := newEchoEnv(b)
+	e := newEchoEnv(b, true)
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"no.Such.Method","params":` + benchParams + `}`)
 	b.ReportAllocs()
 	var dst []byte

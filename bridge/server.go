@@ -16,7 +16,7 @@ import (
 const (
 	DefaultMaxBodyBytes     = 4 << 20
 	DefaultMaxBatchSize     = 100
-	DefaultBatchParallelism = 16
+	DefaultBatchParallelism = 100
 	DefaultCallTimeout      = 30 * time.Second
 
 	DefaultMaxStreamMessages       = 10000

@@ -241,7 +241,7 @@ func TestFlagsHaveDefaultsAndEnvInHelp(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	Register(fs)
 	want := map[string]string{
-		"max-body-bytes": "4194304", "max-batch-size": "100", "batch-parallelism": "16", "call-timeout": "30s",
+		"max-body-bytes": "4194304", "max-batch-size": "100", "batch-parallelism": "100", "call-timeout": "30s",
 		"emit-unpopulated": "false", "log-level": "info", "log-format": "text", "shutdown-timeout": "15s",
 		"listen": "127.0.0.1:8080", "backend": "", "config": "",
 	}

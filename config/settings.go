@@ -172,7 +172,7 @@ func Defaults() Settings {
 		Listen:           "127.0.0.1:8080",
 		MaxBodyBytes:     4 << 20,
 		MaxBatchSize:     100,
-		BatchParallelism: 16,
+		BatchParallelism: 100,
 		CallTimeout:      30 * time.Second,
 		RefreshInterval:  5 * time.Minute,
 		LogLevel:         "info",
