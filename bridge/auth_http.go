@@ -32,6 +32,10 @@ type exchange struct {
 	// limited is set, for a single exchange, by the rate limiter when it
 	// refused the message; the reply is then HTTP 429 and nothing ran.
 	limited *refusal
+	// md is the metadata the exchange's calls carry to the backend, as
+	// outgoing put it in their context; the direct path reads it here
+	// rather than copying it out of the context.
+	md metadata.MD
 }
 
 type exchangeKey struct{}
@@ -149,8 +153,10 @@ func visibleASCII(v string) bool {
 // tells the backend: the identity (always replacing whatever a client
 // forwarded under that key), the request id and the W3C trace context.
 func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header) context.Context {
-	md, _ := metadata.FromOutgoingContext(ctx)
-	md = md.Copy()
+	md, _ := metadata.FromOutgoingContext(ctx) // a copy, ours to change
+	if md == nil {
+		md = make(metadata.MD, 2)
+	}
 	key := s.opts.IdentityMetadataKey
 	delete(md, key)
 	if x.id != nil {
@@ -165,6 +171,7 @@ func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header) conte
 			md["tracestate"] = ts
 		}
 	}
+	x.md = md
 	return metadata.NewOutgoingContext(ctx, md)
 }
 

@@ -102,8 +102,12 @@ func (a answer) release() {
 	}
 }
 
-// outgoingMD is the metadata ctx carries to the backend.
+// outgoingMD is the metadata ctx carries to the backend. Calls that came
+// through the front door find it in their exchange, without a copy.
 func outgoingMD(ctx context.Context) metadata.MD {
+	if x := exchangeFrom(ctx); x != nil && x.md != nil {
+		return x.md
+	}
 	md, _ := metadata.FromOutgoingContext(ctx)
 	return md
 }
