@@ -35,14 +35,16 @@ type Call struct {
 	Trailer  metadata.MD // the backend's trailers, with Capture
 	Err      error       // nil, or a status error (status.FromError)
 
-	client  *Client
-	conn    *conn
-	id      uint32
-	group   *Group
-	done    chan struct{} // signalled when a single call ends
-	refused bool          // the backend did not process it: safe to retry
+	client   *Client
+	conn     *conn
+	id       uint32
+	group    *Group
+	done     chan struct{} // signalled when a single call ends
+	refused  bool          // the backend did not process it: safe to retry
+	deadline time.Time     // the context's deadline, if any
 
 	// The send side, under conn.mu.
+	at      uint64 // where its HEADERS begin in the connection's frames
 	out     []byte // the length-prefixed message
 	sent    int
 	sendWin int32
@@ -67,7 +69,7 @@ type Call struct {
 func (call *Call) reset() {
 	call.Response = call.Response[:0]
 	call.Header, call.Trailer, call.Err = nil, nil, nil
-	call.conn, call.id, call.refused = nil, 0, false
+	call.conn, call.id, call.refused, call.deadline = nil, 0, false, time.Time{}
 	call.sent, call.recvUnacked = 0, 0
 	call.gotHeaders, call.inTrailers, call.prefixN, call.inMsg = false, false, 0, false
 	call.msgLen, call.msgs, call.httpStatus, call.grpcContent = 0, 0, 0, false
@@ -87,7 +89,8 @@ func (call *Call) complete() {
 
 // Invoke makes call and waits until it ends, ctx is done or its deadline
 // passes; it returns call.Err. A call the backend refused unprocessed
-// (REFUSED_STREAM, or above a GOAWAY's last stream) is tried once more.
+// (REFUSED_STREAM, or above a GOAWAY's last stream) or never received (its
+// connection was lost before its frames were written) is tried once more.
 func (c *Client) Invoke(ctx context.Context, call *Call) error {
 	if call.done == nil {
 		call.done = make(chan struct{}, 1)
@@ -169,7 +172,11 @@ func (g *Group) Wait(ctx context.Context) {
 					ended++
 				}
 			}
-			if g.pending.Add(-ended) != 0 {
+			// With none ended here, the others are ending by themselves
+			// and the last of them signals done, perhaps already has:
+			// the signal must be taken, or the group's next Wait would
+			// return at once and its last call would block the reader.
+			if ended == 0 || g.pending.Add(-ended) != 0 {
 				<-g.done
 			}
 		}
@@ -191,6 +198,9 @@ var errRetry = errors.New("unary: the connection is draining")
 func (c *Client) start(ctx context.Context, call *Call) error {
 	call.reset()
 	call.client = c
+	if ctx.Err() != nil {
+		return contextStatus(ctx)
+	}
 	var p [5]byte
 	binary.BigEndian.PutUint32(p[1:], uint32(len(call.Request)))
 	call.out = append(append(call.out[:0], p[:]...), call.Request...)
@@ -230,6 +240,7 @@ func (cn *conn) send(ctx context.Context, call *Call) error {
 			cn.mu.Unlock()
 			return status.Error(codes.DeadlineExceeded, "context deadline exceeded")
 		}
+		call.deadline = d
 	}
 	call.id = cn.nextID
 	call.conn = cn
@@ -240,6 +251,7 @@ func (cn *conn) send(ctx context.Context, call *Call) error {
 		go cn.client.retire(cn)
 	}
 	cn.streams[call.id] = call
+	call.at = cn.taken + uint64(len(cn.wbuf))
 	cn.appendHeaders(call, timeout)
 	for !cn.appendData(call) {
 		ch := cn.waitLocked()
@@ -332,7 +344,11 @@ func encodeTimeout(d time.Duration) string {
 		name byte
 	}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}, {time.Hour, 'H'}}
 	for _, u := range units {
-		if v := (d + u.unit - 1) / u.unit; v < 1e8 {
+		v := d / u.unit
+		if d%u.unit != 0 {
+			v++ // d + u.unit - 1 would overflow for the longest durations
+		}
+		if v < 1e8 {
 			return strconv.FormatInt(int64(v), 10) + string(u.name)
 		}
 	}

@@ -45,6 +45,9 @@ type Client struct {
 	ep   endpoint
 	opts Options
 	wg   sync.WaitGroup // the connections' goroutines
+	// dialCtx is cancelled by Close, to end a dial in progress.
+	dialCtx    context.Context
+	cancelDial context.CancelFunc
 
 	mu       sync.Mutex
 	cur      *conn          // the connection new calls use; nil when there is none
@@ -79,7 +82,9 @@ func New(target string, opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Client{ep: ep, opts: opts, conns: map[*conn]bool{}}, nil
+	c := &Client{ep: ep, opts: opts, conns: map[*conn]bool{}}
+	c.dialCtx, c.cancelDial = context.WithCancel(context.Background())
+	return c, nil
 }
 
 // Close closes the client's connections, failing the calls in progress
@@ -92,6 +97,7 @@ func (c *Client) Close() error {
 		conns = append(conns, cn)
 	}
 	c.mu.Unlock()
+	c.cancelDial()
 	for _, cn := range conns {
 		cn.nc.Close()
 	}
@@ -141,7 +147,7 @@ func (c *Client) ready(ctx context.Context) (*conn, error) {
 // dial opens a connection and makes it the current one, or records why it
 // could not.
 func (c *Client) dial() {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.DialTimeout)
+	ctx, cancel := context.WithTimeout(c.dialCtx, c.opts.DialTimeout)
 	defer cancel()
 	cn, err := c.connect(ctx)
 	c.mu.Lock()

@@ -33,6 +33,7 @@ type conn struct {
 	wbuf        []byte // frames queued for writing
 	spare       []byte // the other write buffer, swapped with wbuf by flush
 	writing     bool   // a flush is in progress
+	taken       uint64 // bytes of the connection's frames handed to nc.Write so far
 	enc         *hpack.Encoder
 	block       blockWriter // the header block being encoded
 	nextID      uint32
@@ -54,7 +55,6 @@ type conn struct {
 	hblockID    uint32 // the stream of a header block awaiting CONTINUATION
 	hblockFlags byte
 	recvUnacked int // received bytes not yet granted back by WINDOW_UPDATE
-	rbuf        []byte
 }
 
 // blockWriter collects what the HPACK encoder writes.
@@ -81,6 +81,10 @@ func newConn(c *Client, nc net.Conn, scheme string) *conn {
 		maxFrame:   defaultMaxFrame,
 		br:         bufio.NewReaderSize(nc, 64<<10),
 	}
+	// The preface goes first in the write buffer, so that no SETTINGS ack
+	// the reader queues can be written before it.
+	cn.wbuf = append([]byte(clientPreface), appendSettings(nil)...)
+	cn.wbuf = appendWindowUpdate(cn.wbuf, 0, connWindow-defaultWindow)
 	cn.enc = hpack.NewEncoder(&cn.block)
 	cn.dec = hpack.NewDecoder(4096, cn.emit)
 	cn.dec.SetMaxStringLength(maxHeaderBlock)
@@ -88,17 +92,9 @@ func newConn(c *Client, nc net.Conn, scheme string) *conn {
 }
 
 // start sends the client preface, the client's SETTINGS and its connection
-// window, and waits for the backend's SETTINGS.
+// window, queued by newConn, and waits for the backend's SETTINGS.
 func (cn *conn) start(ctx context.Context) error {
-	b := append([]byte(clientPreface), appendSettings(nil)...)
-	b = appendWindowUpdate(b, 0, connWindow-defaultWindow)
-	if d, ok := ctx.Deadline(); ok {
-		cn.nc.SetWriteDeadline(d)
-	}
-	if _, err := cn.nc.Write(b); err != nil {
-		return err
-	}
-	cn.nc.SetWriteDeadline(time.Time{})
+	cn.flush()
 	select {
 	case <-cn.settings:
 		return nil
@@ -121,6 +117,7 @@ func (cn *conn) flush() {
 	for len(cn.wbuf) > 0 && !cn.closed {
 		buf := cn.wbuf
 		cn.wbuf = cn.spare[:0]
+		cn.taken += uint64(len(buf))
 		cn.mu.Unlock()
 		_, err := cn.nc.Write(buf)
 		cn.mu.Lock()
@@ -148,12 +145,22 @@ func (cn *conn) kick() {
 	}
 }
 
+// controlLoop also closes the network connection, once the reader has
+// stopped or the connection is draining and idle: closing a TLS connection
+// writes, which neither the reader nor a holder of mu may do.
 func (cn *conn) controlLoop() {
 	for {
 		select {
 		case <-cn.ctrl:
 			cn.flush()
+			cn.mu.Lock()
+			idle := cn.draining.Load() && len(cn.streams) == 0 && !cn.closed
+			cn.mu.Unlock()
+			if idle {
+				cn.nc.Close() // GOAWAY'd and idle: nothing more will come
+			}
 		case <-cn.done:
+			cn.nc.Close()
 			return
 		}
 	}
@@ -180,8 +187,8 @@ func (cn *conn) finishLocked(call *Call, err error) {
 	delete(cn.streams, call.id)
 	call.Err = err
 	cn.signalLocked()
-	if cn.draining.Load() && len(cn.streams) == 0 && !cn.closed {
-		cn.nc.Close() // GOAWAY'd and idle: nothing more will come
+	if cn.draining.Load() && len(cn.streams) == 0 {
+		cn.kick() // controlLoop closes the idle connection
 	}
 	call.complete()
 }
@@ -200,11 +207,8 @@ func (cn *conn) cancel(call *Call, err error) bool {
 		cn.wbuf = appendRSTStream(cn.wbuf, call.id, errCodeCancel)
 	}
 	cn.signalLocked()
-	if cn.draining.Load() && len(cn.streams) == 0 && !cn.closed {
-		cn.nc.Close()
-	}
 	cn.mu.Unlock()
-	cn.kick()
+	cn.kick() // controlLoop writes the RST_STREAM, and closes the connection if it is draining and idle
 	return true
 }
 
@@ -218,10 +222,15 @@ func (cn *conn) readLoop() {
 	cn.err = err
 	open := cn.streams
 	cn.streams = map[uint32]*Call{}
+	for _, call := range open {
+		// A call whose HEADERS were never handed to a write cannot have
+		// reached the backend: it is tried again, on another connection.
+		call.refused = call.at >= cn.taken
+	}
 	cn.signalLocked()
 	cn.mu.Unlock()
-	close(cn.done)
-	cn.nc.Close()
+	close(cn.done) // controlLoop closes nc
+	cn.client.opts.Logger.Debug("connection to the backend closed", "address", cn.client.ep.address, "error", err)
 	cn.client.forget(cn)
 	lost := status.Error(codes.Unavailable, "transport: the connection to the backend was lost")
 	for _, call := range open {
@@ -235,32 +244,25 @@ var errProtocol = errors.New("HTTP/2 protocol error from the backend")
 
 func (cn *conn) read() error {
 	var hdr [frameHeaderLen]byte
-	for {
+	for first := true; ; first = false {
 		if _, err := io.ReadFull(cn.br, hdr[:]); err != nil {
 			return err
 		}
 		h := parseFrameHeader(hdr[:])
-		var p []byte
-		peeked := h.length <= cn.br.Size()
-		var err error
-		if peeked {
-			p, err = cn.br.Peek(h.length)
-		} else {
-			if cap(cn.rbuf) < h.length {
-				cn.rbuf = make([]byte, h.length)
-			}
-			p = cn.rbuf[:h.length]
-			_, err = io.ReadFull(cn.br, p)
+		// The client never raises SETTINGS_MAX_FRAME_SIZE, and the server's
+		// preface is a SETTINGS frame: anything else is not HTTP/2 (an
+		// HTTP/1.1 response, say) and must not be waited for.
+		if h.length > defaultMaxFrame || first && (h.typ != frameSettings || h.flags&flagAck != 0) {
+			return errProtocol
 		}
+		p, err := cn.br.Peek(h.length)
 		if err != nil {
 			return err
 		}
 		if err := cn.frame(h, p); err != nil {
 			return err
 		}
-		if peeked {
-			cn.br.Discard(h.length)
-		}
+		cn.br.Discard(h.length)
 	}
 }
 
@@ -398,8 +400,8 @@ func (cn *conn) onHeaders(id uint32, flags byte, block []byte) error {
 		err2 = status.Error(codes.Internal, "transport: the backend's trailers do not end the stream")
 	case call.httpStatus != 200:
 		err2 = httpStatusError(call.httpStatus)
-	case !call.grpcContent:
-		err2 = status.Error(codes.Internal, "transport: the backend's response is not gRPC (content-type)")
+	case !call.grpcContent: // grpc-go's code for an HTTP status of 200, which it has no mapping of
+		err2 = status.Error(codes.Unknown, "transport: the backend's response is not gRPC (content-type)")
 	}
 	if err2 != nil {
 		cn.wbuf = appendRSTStream(cn.wbuf, id, errCodeCancel)
@@ -423,6 +425,11 @@ func (cn *conn) onReset(id uint32, code uint32) {
 		c = codes.Unavailable
 	case errCodeCancel:
 		c = codes.Canceled
+		if !call.deadline.IsZero() && !call.deadline.After(time.Now()) {
+			// A backend resets a call whose grpc-timeout has passed, as
+			// grpc-go's does: its deadline, not a cancellation, ended it.
+			c = codes.DeadlineExceeded
+		}
 	case errCodeEnhanceYourCalm:
 		c = codes.ResourceExhausted
 	case errCodeInadequateSec:
@@ -492,8 +499,8 @@ func (cn *conn) onGoAway(last uint32) {
 			cn.finishLocked(call, status.Error(codes.Unavailable, "transport: received GOAWAY from the backend"))
 		}
 	}
-	if len(cn.streams) == 0 && !cn.closed {
-		cn.nc.Close()
+	if len(cn.streams) == 0 {
+		cn.kick() // controlLoop closes the idle connection
 	}
 	cn.signalLocked()
 }
