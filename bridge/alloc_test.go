@@ -10,8 +10,8 @@ import (
 // budgets of calls that reach the backend include the in-process grpc-go
 // server.s own (about 60 a call).
 func TestHotPathAllocationBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measures allocations")
+	if raceEnabled {
+		t.Skip("the race detector allocates too")
 	}
 	e := newEchoEnv(t, true)
 	tests := []struct {

@@ -51,6 +51,7 @@ func NewDirectConn(cc *grpc.ClientConn, target string, opts DirectOptions) (*Dir
 	if err != nil {
 		return nil, err
 	}
+	c.Connect() // so that the first call does not wait for a dial
 	return &DirectConn{ClientConn: cc, lean: c}, nil
 }
 

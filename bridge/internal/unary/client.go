@@ -207,20 +207,42 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 // forget drops cn once it is closed.
 func (c *Client) forget(cn *conn) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	delete(c.conns, cn)
 	if c.cur == cn {
 		c.cur = nil
+		c.connectLocked()
 	}
-	c.mu.Unlock()
 }
 
 // retire makes new calls open another connection than cn.
 func (c *Client) retire(cn *conn) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.cur == cn {
 		c.cur = nil
+		c.connectLocked()
 	}
-	c.mu.Unlock()
+}
+
+// Connect starts opening a connection in the background, unless there is
+// one, a dial is under way or the last one failed too recently, so that
+// the next call need not wait for it. The client does the same by itself
+// when it loses its connection or the backend sends GOAWAY.
+func (c *Client) Connect() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.connectLocked()
+}
+
+func (c *Client) connectLocked() {
+	switch {
+	case c.closed, c.dialing != nil, c.cur != nil && !c.cur.draining.Load():
+	case c.dialErr != nil && time.Since(c.failedAt) < c.backoff:
+	default:
+		c.dialing = make(chan struct{})
+		c.wg.Go(c.dial)
+	}
 }
 
 // contextStatus is the status of a call whose context is done.
