@@ -305,10 +305,12 @@ func (cn *conn) appendHeaders(call *Call, timeout time.Duration) {
 	e.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
 	e.WriteField(hpack.HeaderField{Name: "user-agent", Value: cn.client.opts.UserAgent})
 	e.WriteField(hpack.HeaderField{Name: "te", Value: "trailers"})
+	// Values that change with every call are kept out of the backend's
+	// HPACK table, where they would only evict the others, and written
+	// as plain literals: Huffman-coding them would cost more than the
+	// bytes it saves.
 	if timeout > 0 {
-		// Values that change with every call are kept out of the
-		// backend's HPACK table, where they would only evict the others.
-		e.WriteField(hpack.HeaderField{Name: "grpc-timeout", Value: encodeTimeout(timeout), Sensitive: true})
+		cn.block.b = appendNeverIndexed(cn.block.b, "grpc-timeout", func(b []byte) []byte { return appendTimeout(b, timeout) })
 	}
 	for k, vs := range call.Metadata {
 		once := k == "x-request-id" || k == "traceparent" || k == "tracestate"
@@ -316,7 +318,11 @@ func (cn *conn) appendHeaders(call *Call, timeout time.Duration) {
 			if strings.HasSuffix(k, "-bin") {
 				v = base64.RawStdEncoding.EncodeToString([]byte(v))
 			}
-			e.WriteField(hpack.HeaderField{Name: k, Value: v, Sensitive: once || len(v) > 64})
+			if once || len(v) > 64 {
+				cn.block.b = appendNeverIndexed(cn.block.b, k, func(b []byte) []byte { return append(b, v...) })
+				continue
+			}
+			e.WriteField(hpack.HeaderField{Name: k, Value: v})
 		}
 	}
 	block := cn.block.b
@@ -336,9 +342,46 @@ func (cn *conn) appendHeaders(call *Call, timeout time.Duration) {
 	}
 }
 
-// encodeTimeout writes d as grpc-timeout does: at most 8 digits and a unit,
-// rounded up.
-func encodeTimeout(d time.Duration) string {
+// appendNeverIndexed appends a header field as an HPACK literal never
+// indexed, with a new name, both strings without Huffman coding (RFC 7541
+// section 6.2.3). value appends the field's value. Such a field leaves
+// both HPACK tables as they are, so it may be written around the encoder.
+func appendNeverIndexed(b []byte, name string, value func([]byte) []byte) []byte {
+	b = append(b, 0x10)
+	b = appendHPACKInt(b, uint64(len(name)))
+	b = append(b, name...)
+	// The value's length comes first: write the value after a one-byte
+	// length, and move it when its length needs more bytes.
+	at := len(b)
+	b = value(append(b, 0))
+	n := len(b) - at - 1
+	if n < 0x7f {
+		b[at] = byte(n)
+		return b
+	}
+	length := appendHPACKInt(nil, uint64(n))
+	b = append(b, length[1:]...)
+	copy(b[at+len(length):], b[at+1:at+1+n])
+	copy(b[at:], length)
+	return b
+}
+
+// appendHPACKInt appends i as an HPACK integer with a 7-bit prefix and the
+// string's Huffman bit clear (RFC 7541 section 5.1).
+func appendHPACKInt(b []byte, i uint64) []byte {
+	if i < 0x7f {
+		return append(b, byte(i))
+	}
+	b = append(b, 0x7f)
+	for i -= 0x7f; i >= 0x80; i >>= 7 {
+		b = append(b, byte(i&0x7f|0x80))
+	}
+	return append(b, byte(i))
+}
+
+// appendTimeout appends d as grpc-timeout writes it: at most 8 digits and
+// a unit, rounded up.
+func appendTimeout(b []byte, d time.Duration) []byte {
 	units := [...]struct {
 		unit time.Duration
 		name byte
@@ -349,10 +392,15 @@ func encodeTimeout(d time.Duration) string {
 			v++ // d + u.unit - 1 would overflow for the longest durations
 		}
 		if v < 1e8 {
-			return strconv.FormatInt(int64(v), 10) + string(u.name)
+			return append(strconv.AppendInt(b, int64(v), 10), u.name)
 		}
 	}
-	return "99999999H"
+	return append(b, "99999999H"...)
+}
+
+// encodeTimeout is appendTimeout as a string.
+func encodeTimeout(d time.Duration) string {
+	return string(appendTimeout(nil, d))
 }
 
 // emit takes one decoded header field of the block being read.

@@ -119,6 +119,9 @@ func (cn *conn) flush() {
 		cn.wbuf = cn.spare[:0]
 		cn.taken += uint64(len(buf))
 		cn.mu.Unlock()
+		// A backend that stops reading must not hold the writer, and the
+		// frames queued behind it, forever.
+		cn.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		_, err := cn.nc.Write(buf)
 		cn.mu.Lock()
 		if cap(buf) <= 1<<20 {
@@ -128,13 +131,19 @@ func (cn *conn) flush() {
 		}
 		if err != nil {
 			cn.draining.Store(true)
+			cn.writing = false
+			cn.mu.Unlock()
+			cn.client.opts.Logger.Debug("cannot write to the backend", "address", cn.client.ep.address, "error", err)
 			cn.nc.Close() // the reader fails the calls
-			break
+			return
 		}
 	}
 	cn.writing = false
 	cn.mu.Unlock()
 }
+
+// writeTimeout bounds one write to the backend.
+const writeTimeout = 30 * time.Second
 
 // kick has controlLoop write what the reader queued: the reader itself
 // never blocks on a write.

@@ -598,7 +598,7 @@ func TestMaxConcurrentStreams(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
 		defer cancel()
 		var timedOut atomic.Int32
-		for range 20 {
+		for range 60 { // 15 rounds of 4 calls of 5 ms: more than the 30 ms deadline
 			wg.Go(func() {
 				_, err := invoke(ctx, c, "/test.Svc/Any", nil)
 				if status.Code(err) == codes.DeadlineExceeded {
