@@ -29,6 +29,10 @@ type Options struct {
 	DialTimeout time.Duration
 	// Logger receives connection events at debug level; nil discards them.
 	Logger *slog.Logger
+	// WriteTimeout bounds one write to the backend: a backend that stops
+	// reading cannot hold the writing caller, and the frames queued behind
+	// it, longer; the connection is then closed. 0 means 30 s.
+	WriteTimeout time.Duration
 }
 
 // Reconnection backoff after a failed dial: calls made during it fail at
@@ -78,6 +82,9 @@ func New(target string, opts Options) (*Client, error) {
 	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 20 * time.Second
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 30 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

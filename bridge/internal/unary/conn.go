@@ -121,7 +121,7 @@ func (cn *conn) flush() {
 		cn.mu.Unlock()
 		// A backend that stops reading must not hold the writer, and the
 		// frames queued behind it, forever.
-		cn.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		cn.nc.SetWriteDeadline(time.Now().Add(cn.client.opts.WriteTimeout))
 		_, err := cn.nc.Write(buf)
 		cn.mu.Lock()
 		if cap(buf) <= 1<<20 {
@@ -141,9 +141,6 @@ func (cn *conn) flush() {
 	cn.writing = false
 	cn.mu.Unlock()
 }
-
-// writeTimeout bounds one write to the backend.
-const writeTimeout = 30 * time.Second
 
 // kick has controlLoop write what the reader queued: the reader itself
 // never blocks on a write.
