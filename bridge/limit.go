@@ -27,6 +27,7 @@ type guard struct {
 	inFlight atomic.Int64    // JSON-RPC HTTP requests being answered
 	limiters []*rate.Limiter // per identity index; one shared when authentication is off
 	draining atomic.Bool     // Drain was called: /readyz answers 503
+	served   atomic.Uint64   // JSON-RPC HTTP requests answered
 }
 
 func newGuard(opts Options) *guard {
@@ -82,6 +83,7 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, x *exchange) bool
 
 func (s *Server) leave() {
 	s.guard.inFlight.Add(-1)
+	s.guard.served.Add(1)
 	s.opts.Metrics.requestDone()
 }
 
@@ -174,6 +176,10 @@ func (s *Server) newBudget() *atomic.Int64 {
 	b.Store(s.opts.MaxResponseBytes)
 	return b
 }
+
+// Served returns how many JSON-RPC HTTP requests have been answered so
+// far (those refused at the front door excepted).
+func (s *Server) Served() uint64 { return s.guard.served.Load() }
 
 // Drain makes /readyz answer 503 from now on, so that load balancers stop
 // sending new requests; requests keep being served. It is the first step

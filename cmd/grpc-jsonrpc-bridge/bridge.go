@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -41,6 +42,7 @@ var reconnectParams = grpc.ConnectParams{
 // by two backends. When descriptor files (protoset, proto) give the
 // services, nothing is discovered: they are installed before serving.
 func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.Writer, onReady func(net.Addr)) error {
+	setGCPercent()
 	access, closeAccess, err := newAccessLog(s, logOut)
 	if err != nil {
 		return usageError(err)
@@ -160,6 +162,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 			}
 		}
 	})
+	wg.Go(func() { trimWhenIdle(ctx, srv.Served, idleTrim, debug.FreeOSMemory) })
 	served := make(chan error, 1)
 	wg.Go(func() { served <- httpSrv.Serve(lis) })
 
