@@ -39,7 +39,7 @@ func TestTrimWhenIdle(t *testing.T) {
 	served.Add(5)
 	expect(1, 500*time.Millisecond) // quiet after a burst: one trim
 	expect(0, 300*time.Millisecond) // still quiet: no second one
-	for range 5 { // busy: no trim while requests keep coming
+	for range 5 {                   // busy: no trim while requests keep coming
 		served.Add(1)
 		expect(0, 60*time.Millisecond)
 	}
