@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,11 @@ type conn struct {
 	hblockFlags byte
 	recvUnacked int // received bytes not yet granted back by WINDOW_UPDATE
 }
+
+// coalesceStreams is how many calls must be in flight on a connection
+// before a writer yields once to let others queue their frames: with few,
+// the yield costs more than the system calls it saves.
+const coalesceStreams = 64
 
 // blockWriter collects what the HPACK encoder writes.
 type blockWriter struct{ b []byte }
@@ -114,6 +120,13 @@ func (cn *conn) flush() {
 		return
 	}
 	cn.writing = true
+	if len(cn.streams) >= coalesceStreams {
+		// Many calls in flight: let the goroutines ready to run queue
+		// their frames first, so that one write carries them all.
+		cn.mu.Unlock()
+		runtime.Gosched()
+		cn.mu.Lock()
+	}
 	for len(cn.wbuf) > 0 && !cn.closed {
 		buf := cn.wbuf
 		cn.wbuf = cn.spare[:0]
