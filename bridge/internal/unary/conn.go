@@ -61,7 +61,7 @@ type conn struct {
 // coalesceStreams is how many calls must be in flight on a connection
 // before a writer yields once to let others queue their frames: with few,
 // the yield costs more than the system calls it saves.
-const coalesceStreams = 64
+const coalesceStreams = 16
 
 // blockWriter collects what the HPACK encoder writes.
 type blockWriter struct{ b []byte }
