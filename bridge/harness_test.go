@@ -33,11 +33,9 @@ type env struct {
 	conn    *grpc.ClientConn // grpc-go's connection to the backend
 }
 
-// startBackend serves every test and demo service with reflection on a
-// bufconn listener and returns a client connection to it.
-func startBackend(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grpc.ClientConn) {
-	t.Helper()
-	lis := bufconn.Listen(1 << 20)
+// serveBackend serves every test and demo service with reflection on lis
+// until the test ends.
+func serveBackend(t testing.TB, lis net.Listener, opts ...grpc.ServerOption) *testv1.Server {
 	gs := grpc.NewServer(opts...)
 	ts := testv1.NewServer()
 	testv1.RegisterTestServiceServer(gs, ts)
@@ -47,6 +45,15 @@ func startBackend(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grp
 	reflection.Register(gs)
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
+	return ts
+}
+
+// startBackend serves every test and demo service with reflection on a
+// bufconn listener and returns a client connection to it.
+func startBackend(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grpc.ClientConn) {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	ts := serveBackend(t, lis, opts...)
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -65,15 +72,7 @@ func startBackendTCP(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(opts...)
-	ts := testv1.NewServer()
-	testv1.RegisterTestServiceServer(gs, ts)
-	demov1.RegisterNotesServer(gs, demov1.NewServer())
-	helloworld.RegisterGreeterServer(gs, helloworld.Server{})
-	rpcops.RegisterOpsServer(gs, rpcops.Server{})
-	reflection.Register(gs)
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
+	ts := serveBackend(t, lis, opts...)
 	addr := lis.Addr().String()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
