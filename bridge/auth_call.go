@@ -32,11 +32,18 @@ func (s *Server) callWithin(ctx context.Context, t *table, r *request, dst []byt
 	start := len(dst)
 	var o outcome
 	out := s.run(ctx, t, r, dst, &o)
+	return s.settle(ctx, out, start, r, o, budget, began)
+}
+
+// settle enforces MaxResponseBytes on the reply of r appended to out at
+// start and records the call; o.code is the code of a notification, which
+// has no reply to read it from.
+func (s *Server) settle(ctx context.Context, out []byte, start int, r *request, o outcome, budget *atomic.Int64, began time.Time) []byte {
 	if len(out) > start {
 		o.code = replyCode(out[start:], r)
 	}
 	out, o.code = s.capReply(out, start, r, o.code, budget)
-	if observing {
+	if s.observing() {
 		s.observe(ctx, r, o.h, o.code, began)
 	}
 	return out

@@ -89,10 +89,13 @@ type answer struct {
 }
 
 func (a answer) bytes() []byte {
-	if a.call != nil {
+	switch {
+	case a.call != nil:
 		return a.call.Response
+	case a.frame != nil:
+		return a.frame.b
 	}
-	return a.frame.b
+	return nil // no answer: the call failed
 }
 
 func (a answer) release() {
@@ -184,7 +187,7 @@ func (s *Server) startDirect(ctx context.Context, t *table, r *request, md metad
 func (s *Server) finishDirect(ctx, callCtx context.Context, t *table, sc *startedCall, budget *atomic.Int64) (out []byte) {
 	r, h, call := sc.r, sc.h, sc.call
 	defer putCall(call)
-	code := mapping.Code(0)
+	o := outcome{h: h}
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic while handling a call", "method", h.name, "panic", p, "stack", string(debug.Stack()))
@@ -194,28 +197,10 @@ func (s *Server) finishDirect(ctx, callCtx context.Context, t *table, sc *starte
 			}
 		}
 	}()
+	var e *mapping.Error
 	if call.Err != nil {
-		e := s.statusError(callCtx, h, call.Err, t.resolver)
-		code = e.Code
-		if !r.notification() {
-			out = appendError(out, r.id, e)
-		}
-	} else if !r.notification() {
-		out = appendResultHead(out, r.id)
-		var err error
-		if out, err = h.codec.AppendResultWire(out, call.Response); err != nil {
-			s.log.Error("cannot encode a result", "method", h.name, "error", err)
-			out = appendError(out[:0], r.id, errInternal)
-		} else {
-			out = append(out, '}')
-		}
+		e = s.statusError(callCtx, h, call.Err, t.resolver)
+		o.code = e.Code
 	}
-	if len(out) > 0 {
-		code = replyCode(out, r)
-	}
-	out, code = s.capReply(out, 0, r, code, budget)
-	if s.observing() {
-		s.observe(ctx, r, h, code, sc.began)
-	}
-	return out
+	return s.settle(ctx, s.appendReply(nil, r, h, call.Response, e), 0, r, o, budget, sc.began)
 }

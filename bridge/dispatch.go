@@ -95,14 +95,21 @@ func (s *Server) run(ctx context.Context, t *table, r *request, dst []byte, o *o
 		o.code = e.Code
 	}
 	defer resp.release()
-	if r.notification() {
+	return s.appendReply(dst, r, h, resp.bytes(), e)
+}
+
+// appendReply appends the reply of the call r of method h that ended with
+// the response wire or the error e; a notification appends nothing.
+func (s *Server) appendReply(dst []byte, r *request, h *handle, wire []byte, e *mapping.Error) []byte {
+	switch {
+	case r.notification():
 		return dst
-	}
-	if e != nil {
+	case e != nil:
 		return appendError(dst, r.id, e)
 	}
+	start := len(dst)
 	dst = appendResultHead(dst, r.id)
-	dst, err := h.codec.AppendResultWire(dst, resp.bytes())
+	dst, err := h.codec.AppendResultWire(dst, wire)
 	if err != nil {
 		s.log.Error("cannot encode a result", "method", h.name, "error", err)
 		return appendError(dst[:start], r.id, errInternal)
