@@ -76,6 +76,13 @@ func (s *Server) batch(ctx context.Context, t *table, b, dst []byte) []byte {
 // frames leave together and whose waiter wakes once, and puts their
 // replies in replies. It returns the indexes of the other members.
 func (s *Server) batchDirect(ctx context.Context, t *table, reqs []request, replies [][]byte, budget *atomic.Int64) []int {
+	if t == nil || !t.direct {
+		rest := make([]int, len(reqs))
+		for i := range rest {
+			rest[i] = i
+		}
+		return rest
+	}
 	var (
 		rest    []int
 		g       lean.Group

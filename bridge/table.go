@@ -46,6 +46,7 @@ type handle struct {
 // table is an immutable routing table built from one Catalog.
 type table struct {
 	methods  map[string]*handle // every method, streaming ones included
+	direct   bool               // some method has a direct path
 	resolver mapping.Resolver
 	document *lazyDocument // the OpenRPC document, served by rpc.discover
 	guard    tableGuard    // per-identity views
@@ -77,6 +78,9 @@ func newTable(c Catalog, conn grpc.ClientConnInterface, opts Options) *table {
 			kind:   kindOf(md),
 			desc:   streamDesc(md),
 		}
+	}
+	for _, h := range t.methods {
+		t.direct = t.direct || h.direct != nil
 	}
 	t.document = newLazyDocument(func() []byte { return buildDocument(c, opts) })
 	guardTable(t, c, opts)
