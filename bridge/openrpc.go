@@ -73,10 +73,12 @@ func isEmptyStructure(b []byte) bool {
 	return i < len(b) && (b[i] == '}' || b[i] == ']')
 }
 
-// serveDocument answers GET /openrpc.json.
+// serveDocument answers GET /openrpc.json. Its refusals are counted and
+// logged (refusedHere).
 func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
+		s.refusedHere(r, "method_not_allowed", r.Method)
 		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method not allowed"}`))
 		return
 	}
@@ -87,6 +89,11 @@ func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request) {
 		doc = t.document.bytes()
 	}
 	if doc == nil {
+		detail := ""
+		if t != nil { // discovered, but buildDocument failed and logged why
+			detail = "the OpenRPC document could not be rendered"
+		}
+		s.refusedHere(r, "not_discovered", detail)
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"error":"the backend's services are not discovered yet"}`))
 		return
 	}

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +23,8 @@ const refusalMaxBody = 64
 // refusalReasons are the reasons of jsonrpc_bridge_requests_refused_total,
 // every one registered from the start.
 var refusalReasons = []string{"unauthenticated", "in_flight", "rate_limit",
-	"body_too_large", "bad_header", "unreadable_body", "method_not_allowed"}
+	"body_too_large", "bad_header", "unreadable_body", "method_not_allowed",
+	"not_websocket", "not_discovered"}
 
 // refusedLine is an access log line of a refused request.
 type refusedLine struct {
@@ -37,7 +40,13 @@ type refusedLine struct {
 // the given headers and body, and returns the response and its body.
 func sendRequest(t *testing.T, method, u string, h http.Header, body io.Reader) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, u+"/", body)
+	return sendPath(t, method, u, "/", h, body)
+}
+
+// sendPath is sendRequest to another path than /.
+func sendPath(t *testing.T, method, u, path string, h http.Header, body io.Reader) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, u+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,9 +105,37 @@ func invalidReply(message string) string {
 	return `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"` + message + `"}}`
 }
 
+// newUndiscoveredEnv is newEnv before the backend's services are
+// discovered.
+func newUndiscoveredEnv(t testing.TB, opts bridge.Options) *env {
+	t.Helper()
+	ts, conn := startBackend(t)
+	srv := bridge.New(conn, opts)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return &env{url: hs.URL, backend: ts, bridge: srv, conn: conn}
+}
+
+// upgradeHeaders are the headers of a WebSocket upgrade request, with
+// those of h and X-Request-Id rid.
+func upgradeHeaders(rid string, h http.Header) http.Header {
+	u := http.Header{
+		"X-Request-Id":          {rid},
+		"Connection":            {"Upgrade"},
+		"Upgrade":               {"websocket"},
+		"Sec-Websocket-Version": {"13"},
+		"Sec-Websocket-Key":     {"dGhlIHNhbXBsZSBub25jZQ=="},
+	}
+	for k, v := range h {
+		u[k] = v
+	}
+	return u
+}
+
 // TestRefusals checks that every request refused at the front door before
-// any call ran is answered as before, counted under its reason and logged,
-// with metrics and the access log on or off.
+// any call ran (POST /, GET /ws, GET /openrpc.json) is answered as before,
+// counted under its reason and logged, with metrics and the access log on
+// or off.
 func TestRefusals(t *testing.T) {
 	oversized := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","params":{"name":"` +
 		strings.Repeat("x", 2*refusalMaxBody) + `"},"id":1}`
@@ -109,9 +146,12 @@ func TestRefusals(t *testing.T) {
 		send   func(t *testing.T, url, requestID string) (*http.Response, []byte)
 		status int
 		body   string
-		allow  string // the Allow header, for 405
+		allow  string      // the Allow header, for 405
+		header http.Header // other response headers wanted
 		reason string
 		detail string // contained in the log line's detail
+		// undiscovered serves before the backend's services are discovered.
+		undiscovered bool
 	}{
 		{
 			name: "body_too_large/content_length",
@@ -186,6 +226,73 @@ func TestRefusals(t *testing.T) {
 			},
 			status: http.StatusMethodNotAllowed, allow: "POST", reason: "method_not_allowed", detail: "HEAD",
 		},
+		{
+			name: "ws/method_not_allowed",
+			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
+				return sendPath(t, http.MethodPost, u, "/ws", upgradeHeaders(rid, nil), nil)
+			},
+			status: http.StatusMethodNotAllowed, allow: "GET", reason: "method_not_allowed", detail: "POST",
+			body: `{"error":"WebSocket connections are opened with GET"}`,
+		},
+		{
+			name: "ws/not_websocket",
+			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
+				return sendPath(t, http.MethodGet, u, "/ws", http.Header{"X-Request-Id": {rid}}, nil)
+			},
+			status: http.StatusUpgradeRequired, header: http.Header{"Upgrade": {"websocket"}},
+			reason: "not_websocket", detail: "no Connection: upgrade header",
+			body: `{"error":"GET /ws opens a WebSocket connection; send the WebSocket upgrade headers"}`,
+		},
+		{
+			name: "ws/not_websocket/upgrade",
+			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
+				return sendPath(t, http.MethodGet, u, "/ws", upgradeHeaders(rid, http.Header{"Upgrade": {"h2c"}}), nil)
+			},
+			status: http.StatusUpgradeRequired, header: http.Header{"Upgrade": {"websocket"}},
+			reason: "not_websocket", detail: "no Upgrade: websocket header",
+			body: `{"error":"GET /ws opens a WebSocket connection; send the WebSocket upgrade headers"}`,
+		},
+		{
+			name: "ws/bad_header",
+			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
+				return sendPath(t, http.MethodGet, u, "/ws", upgradeHeaders(rid, http.Header{"Grpc-Timeout": {"soon"}}), nil)
+			},
+			status: http.StatusBadRequest, reason: "bad_header", detail: "the Grpc-Timeout header is not a valid timeout",
+			body: invalidReply(`Invalid Request: the Grpc-Timeout header is not a valid timeout: want 1 to 8 digits and a unit (H, M, S, m, u, n)`),
+		},
+		{
+			name: "ws/bad_header/binary_metadata",
+			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
+				return sendPath(t, http.MethodGet, u, "/ws", upgradeHeaders(rid, http.Header{"Grpc-Metadata-Blob-Bin": {"%%%"}}), nil)
+			},
+			status: http.StatusBadRequest, reason: "bad_header", detail: "the Grpc-Metadata-Blob-Bin header is not base64",
+			body: invalidReply(`Invalid Request: the Grpc-Metadata-Blob-Bin header is not base64`),
+		},
+		{
+			name: "openrpc/method_not_allowed",
+			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
+				return sendPath(t, http.MethodPost, u, "/openrpc.json", http.Header{"X-Request-Id": {rid}}, strings.NewReader("{}"))
+			},
+			status: http.StatusMethodNotAllowed, allow: "GET, HEAD", reason: "method_not_allowed", detail: "POST",
+			body: `{"error":"method not allowed"}`,
+		},
+		{
+			name: "openrpc/not_discovered",
+			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
+				return sendPath(t, http.MethodGet, u, "/openrpc.json", http.Header{"X-Request-Id": {rid}}, nil)
+			},
+			undiscovered: true,
+			status:       http.StatusServiceUnavailable, reason: "not_discovered",
+			body: `{"error":"the backend's services are not discovered yet"}`,
+		},
+		{
+			name: "openrpc/not_discovered/HEAD",
+			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
+				return sendPath(t, http.MethodHead, u, "/openrpc.json", http.Header{"X-Request-Id": {rid}}, nil)
+			},
+			undiscovered: true,
+			status:       http.StatusServiceUnavailable, reason: "not_discovered",
+		},
 	} {
 		for _, v := range []struct {
 			name             string
@@ -206,6 +313,10 @@ func TestRefusals(t *testing.T) {
 				if v.logging {
 					opts.AccessLog = slog.New(slog.NewJSONHandler(&buf, nil))
 				}
+				newEnv := newEnv
+				if tt.undiscovered {
+					newEnv = newUndiscoveredEnv
+				}
 				e := newEnv(t, opts)
 				rid := "refusal-" + strings.ReplaceAll(tt.name, "/", "-")
 
@@ -221,6 +332,14 @@ func TestRefusals(t *testing.T) {
 				}
 				if got := resp.Header.Get("X-Request-Id"); got != rid {
 					t.Errorf("got X-Request-Id %q, want %q", got, rid)
+				}
+				for k, v := range tt.header {
+					if got := resp.Header.Values(k); !slices.Equal(got, v) {
+						t.Errorf("got %s %q, want %q", k, got, v)
+					}
+				}
+				if got, want := resp.Header.Get("Content-Type"), "application/json"; got != want {
+					t.Errorf("got Content-Type %q, want %q", got, want)
 				}
 
 				if v.metrics {
@@ -295,5 +414,60 @@ func TestRefusalIdentity(t *testing.T) {
 	}
 	if len(l.Detail) != 256 || !strings.HasPrefix(l.Detail, "the Grpc-Metadata-Aaaa") {
 		t.Errorf("got a detail of %d bytes %q, want the first 256 bytes of the error", len(l.Detail), l.Detail)
+	}
+}
+
+// TestRefusalsNotCounted checks that the refusals of GET /ws the
+// WebSocket library answers itself (and the 503 of Shutdown), as well as
+// requests that are not refused, are neither counted nor logged as
+// refusals, and are answered as before.
+func TestRefusalsNotCounted(t *testing.T) {
+	m := newMetrics(t)
+	var buf syncBuffer
+	e := newEnv(t, bridge.Options{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&buf, nil))})
+
+	for _, tt := range []struct {
+		name   string
+		h      http.Header // added to the upgrade headers
+		status int
+		body   string
+	}{
+		{"bad_origin", http.Header{"Origin": {"http://elsewhere.example"}}, http.StatusForbidden,
+			`request Origin "elsewhere.example" is not authorized for Host`},
+		{"bad_version", http.Header{"Sec-Websocket-Version": {"8"}}, http.StatusBadRequest,
+			`unsupported WebSocket protocol version (only 13 is supported): "8"`},
+		{"bad_key", http.Header{"Sec-Websocket-Key": {"short"}}, http.StatusBadRequest,
+			`WebSocket protocol violation: invalid Sec-WebSocket-Key "short", must be a 16 byte base64 encoded string`},
+	} {
+		resp, body := sendPath(t, http.MethodGet, e.url, "/ws", upgradeHeaders("lib-"+tt.name, tt.h), nil)
+		if resp.StatusCode != tt.status {
+			t.Errorf("%s: got HTTP %d %s, want %d", tt.name, resp.StatusCode, body, tt.status)
+		}
+		if !strings.Contains(string(body), tt.body) {
+			t.Errorf("%s: got body %q, want the library's answer %q", tt.name, body, tt.body)
+		}
+	}
+	// Not refusals: a WebSocket connection and the document.
+	w := dialWS(t, e)
+	w.c.CloseNow()
+	if code, _ := e.do(t, http.MethodGet, "/openrpc.json", "", ""); code != http.StatusOK {
+		t.Errorf("GET /openrpc.json: got HTTP %d, want 200", code)
+	}
+	if err := e.bridge.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := sendPath(t, http.MethodGet, e.url, "/ws", upgradeHeaders("shutdown", nil), nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != `{"error":"the server is shutting down"}` {
+		t.Errorf("GET /ws after Shutdown: got HTTP %d %s, want 503", resp.StatusCode, body)
+	}
+
+	fams := scrape(t, e)
+	for _, reason := range refusalReasons {
+		if s, ok := sample(fams, "jsonrpc_bridge_requests_refused_total", map[string]string{"reason": reason}); !ok || s.GetCounter().GetValue() != 0 {
+			t.Errorf("requests_refused_total{reason=%q}: got %v, want 0", reason, s)
+		}
+	}
+	if strings.Contains(buf.String(), `"msg":"refused"`) {
+		t.Errorf("got refused records, want none:\n%s", buf.String())
 	}
 }

@@ -83,19 +83,38 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// refusedHere counts and logs a request to GET /ws or GET /openrpc.json
+// that the bridge refuses itself, after the front door let it in; see
+// refused. The front door put the request's exchange in its context.
+func (s *Server) refusedHere(r *http.Request, reason, detail string) {
+	x := exchangeFrom(r.Context())
+	if x == nil { // not through the front door: no identity, no request id
+		x = &exchange{}
+	}
+	s.refused(r.Context(), x, reason, detail)
+}
+
 // serveWS upgrades GET /ws to a WebSocket connection and serves JSON-RPC
 // on it until it closes. The upgrade request's forwarded headers and
 // timeout apply to every call on the connection; authentication, when
 // configured, happens on it like on any request.
+//
+// The refusals it answers itself are counted and logged (refusedHere);
+// those websocket.Accept answers (a forbidden Origin, a bad
+// Sec-WebSocket-Key or -Version) are not, nor the 503 of Shutdown.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
+		s.refusedHere(r, "method_not_allowed", r.Method)
 		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"WebSocket connections are opened with GET"}`))
 		return
 	}
-	if !headerHas(r.Header, "Connection", "upgrade") || !headerHas(r.Header, "Upgrade", "websocket") {
-		w.Header().Set("Upgrade", "websocket")
-		writeJSON(w, http.StatusUpgradeRequired, []byte(`{"error":"GET /ws opens a WebSocket connection; send the WebSocket upgrade headers"}`))
+	if !headerHas(r.Header, "Connection", "upgrade") {
+		s.notWebSocket(w, r, "no Connection: upgrade header")
+		return
+	}
+	if !headerHas(r.Header, "Upgrade", "websocket") {
+		s.notWebSocket(w, r, "no Upgrade: websocket header")
 		return
 	}
 	// The connection outlives neither the server nor its own context, but
@@ -109,6 +128,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
+		s.refusedHere(r, "bad_header", err.Error())
 		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID, invalidRequest(err.Error())))
 		return
 	}
@@ -135,6 +155,14 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	c.serve(closing)
+}
+
+// notWebSocket answers 426 to a GET /ws that is not a WebSocket upgrade;
+// detail says which header is missing, for the log.
+func (s *Server) notWebSocket(w http.ResponseWriter, r *http.Request, detail string) {
+	w.Header().Set("Upgrade", "websocket")
+	s.refusedHere(r, "not_websocket", detail)
+	writeJSON(w, http.StatusUpgradeRequired, []byte(`{"error":"GET /ws opens a WebSocket connection; send the WebSocket upgrade headers"}`))
 }
 
 // wsConn is one WebSocket connection. Every frame it reads is one
