@@ -116,16 +116,25 @@ func outgoingMD(ctx context.Context) metadata.MD {
 	return md
 }
 
-// invokeDirect makes the call of r through h's direct path.
-func (s *Server) invokeDirect(ctx context.Context, t *table, h *handle, r *request) (answer, *mapping.Error) {
+// newCall is a pooled call of h carrying r's params and the metadata md,
+// or the params' error.
+func newCall(h *handle, r *request, md metadata.MD) (*lean.Call, *mapping.Error) {
 	call := getCall()
 	var e *mapping.Error
 	if call.Request, e = h.codec.AppendRequest(call.Request[:0], r.params); e != nil {
 		putCall(call)
+		return nil, e
+	}
+	call.Method, call.Metadata, call.Capture = h.path, md, false
+	return call, nil
+}
+
+// invokeDirect makes the call of r through h's direct path.
+func (s *Server) invokeDirect(ctx context.Context, t *table, h *handle, r *request) (answer, *mapping.Error) {
+	call, e := newCall(h, r, outgoingMD(ctx))
+	if e != nil {
 		return answer{}, e
 	}
-	call.Method = h.path
-	call.Metadata = outgoingMD(ctx)
 	c, _ := ctx.Value(captureKey{}).(*captured)
 	call.Capture = c != nil
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
@@ -166,13 +175,10 @@ func (s *Server) startDirect(ctx context.Context, t *table, r *request, md metad
 	if _, e := s.authorize(ctx, t, r); e != nil {
 		return false
 	}
-	call := getCall()
-	var e *mapping.Error
-	if call.Request, e = h.codec.AppendRequest(call.Request[:0], r.params); e != nil {
-		putCall(call)
-		return false
+	call, e := newCall(h, r, md)
+	if e != nil {
+		return false // the ordinary way answers the params' error
 	}
-	call.Method, call.Metadata, call.Capture = h.path, md, false
 	*sc = startedCall{r: r, h: h, call: call}
 	if s.observing() {
 		sc.began = s.startCall()

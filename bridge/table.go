@@ -69,18 +69,18 @@ func newTable(c Catalog, conn grpc.ClientConnInterface, opts Options) *table {
 	}
 	for _, md := range mds {
 		name := MethodName(md)
+		mc := connOf(c, md, conn)
+		direct := directOf(mc)
+		t.direct = t.direct || direct != nil
 		t.methods[name] = &handle{
 			name:   name,
 			path:   "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
-			conn:   connOf(c, md, conn),
-			direct: directOf(connOf(c, md, conn)),
+			conn:   mc,
+			direct: direct,
 			codec:  mapping.NewCodec(md, t.resolver, mapping.Options{EmitUnpopulated: opts.EmitUnpopulated}),
 			kind:   kindOf(md),
 			desc:   streamDesc(md),
 		}
-	}
-	for _, h := range t.methods {
-		t.direct = t.direct || h.direct != nil
 	}
 	t.document = newLazyDocument(func() []byte { return buildDocument(c, opts) })
 	guardTable(t, c, opts)

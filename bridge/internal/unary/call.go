@@ -398,11 +398,6 @@ func appendTimeout(b []byte, d time.Duration) []byte {
 	return append(b, "99999999H"...)
 }
 
-// encodeTimeout is appendTimeout as a string.
-func encodeTimeout(d time.Duration) string {
-	return string(appendTimeout(nil, d))
-}
-
 // emit takes one decoded header field of the block being read.
 func (cn *conn) emit(f hpack.HeaderField) {
 	call := cn.decCall

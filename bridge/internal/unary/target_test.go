@@ -74,8 +74,8 @@ func TestEncodeTimeout(t *testing.T) {
 		{time.Duration(1<<63 - 1), "2562048H"},
 	}
 	for _, tt := range tests {
-		if got := encodeTimeout(tt.d); got != tt.want {
-			t.Errorf("encodeTimeout(%v) = %q, want %q", tt.d, got, tt.want)
+		if got := string(appendTimeout(nil, tt.d)); got != tt.want {
+			t.Errorf("appendTimeout(%v) = %q, want %q", tt.d, got, tt.want)
 		}
 	}
 }
