@@ -1,14 +1,19 @@
 package unary
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,43 +42,74 @@ type Call struct {
 
 	client   *Client
 	conn     *conn
-	id       uint32
 	group    *Group
 	done     chan struct{} // signalled when a single call ends
-	refused  bool          // the backend did not process it: safe to retry
 	deadline time.Time     // the context's deadline, if any
 
+	// Under conn.mu.
+	state   uint8
+	id      uint32
+	refused bool // the backend did not process it: safe to retry
+	reset   bool // its stream is to be reset, with rstCode
+	rstCode uint32
+
 	// The send side, under conn.mu.
-	at      uint64 // where its HEADERS begin in the connection's frames
 	out     []byte // the length-prefixed message
 	sent    int
 	sendWin int32
 
 	// The receive side, under conn.mu.
 	recvUnacked int
-	gotHeaders  bool
-	inTrailers  bool
+	gotHeaders  bool // the response's (non-informational) headers came
+	encoding    string
+	block       blockState // the header block last read
 	prefix      [5]byte
 	prefixN     int
 	inMsg       bool
+	compressed  bool
 	msgLen      int
 	msgs        int
-	httpStatus  int
-	grpcContent bool
-	hasCode     bool
-	code        int
-	message     string
-	details     string
 }
 
-func (call *Call) reset() {
+// The states of a call on its connection.
+const (
+	stateIdle    = iota
+	statePending // waiting for a stream
+	stateTaken   // the writer is opening its stream
+	stateOpen    // it has a stream
+	stateDone
+)
+
+// blockState is what one response header block said.
+type blockState struct {
+	initial       bool // the first block of the response, or trailers-only
+	trailers      bool // metadata goes to Trailer
+	informational bool // a 1xx response
+	tooLarge      bool
+	grpcContent   bool
+	contentType   string
+	httpStatus    string
+	hasCode       bool
+	code          codes.Code
+	message       string
+	details       []string
+	statusErr     error // a malformed grpc-status
+	fieldErr      error // a malformed metadata value
+	encoding      string
+}
+
+func (call *Call) resetWith(code uint32) {
+	call.reset, call.rstCode = true, code
+}
+
+func (call *Call) init() {
 	call.Response = call.Response[:0]
 	call.Header, call.Trailer, call.Err = nil, nil, nil
-	call.conn, call.id, call.refused, call.deadline = nil, 0, false, time.Time{}
+	call.conn, call.deadline = nil, time.Time{}
+	call.state, call.id, call.refused, call.reset, call.rstCode = stateIdle, 0, false, false, 0
 	call.sent, call.recvUnacked = 0, 0
-	call.gotHeaders, call.inTrailers, call.prefixN, call.inMsg = false, false, 0, false
-	call.msgLen, call.msgs, call.httpStatus, call.grpcContent = 0, 0, 0, false
-	call.hasCode, call.code, call.message, call.details = false, 0, "", ""
+	call.gotHeaders, call.encoding, call.block = false, "", blockState{}
+	call.prefixN, call.inMsg, call.compressed, call.msgLen, call.msgs = 0, false, false, 0, 0
 }
 
 // complete tells the call's waiter that it has ended.
@@ -87,30 +123,39 @@ func (call *Call) complete() {
 	call.done <- struct{}{}
 }
 
+// finish settles an ended call for its caller, in the caller's goroutine:
+// a compressed response is decompressed.
+func (call *Call) finish() error {
+	if call.Err == nil && call.compressed {
+		call.Err = call.decompress(call.client.opts.MaxRecvMsgSize)
+	}
+	return call.Err
+}
+
 // Invoke makes call and waits until it ends, ctx is done or its deadline
 // passes; it returns call.Err. A call the backend refused unprocessed
 // (REFUSED_STREAM, or above a GOAWAY's last stream) or never received (its
-// connection was lost before its frames were written) is tried once more.
+// connection was lost before it had a stream) is tried once more.
 func (c *Client) Invoke(ctx context.Context, call *Call) error {
 	if call.done == nil {
 		call.done = make(chan struct{}, 1)
 	}
 	for attempt := 0; ; attempt++ {
 		call.group = nil
-		if err := c.start(ctx, call); err != nil {
+		cn, err := c.start(ctx, call, true)
+		if err != nil {
 			call.Err = err
 			return err
 		}
-		call.conn.flush()
 		select {
 		case <-call.done:
 		case <-ctx.Done():
-			if !call.conn.cancel(call, contextStatus(ctx)) {
+			if !cn.cancel(call, contextStatus(ctx)) {
 				<-call.done
 			}
 		}
 		if !call.refused || attempt > 0 {
-			return call.Err
+			return call.finish()
 		}
 	}
 }
@@ -120,6 +165,7 @@ func (c *Client) Invoke(ctx context.Context, call *Call) error {
 // Its zero value is ready; it may be used again after Wait returns.
 type Group struct {
 	calls   []*Call
+	retry   []*Call
 	conns   []*conn
 	pending atomic.Int32 // calls not ended, plus one while Wait has not begun
 	done    chan struct{}
@@ -138,68 +184,100 @@ func (g *Group) Start(ctx context.Context, c *Client, call *Call) {
 		}
 	}
 	g.calls = append(g.calls, call)
+	g.start(ctx, c, call)
+}
+
+func (g *Group) start(ctx context.Context, c *Client, call *Call) {
 	call.group = g
 	g.pending.Add(1)
-	if err := c.start(ctx, call); err != nil {
+	cn, err := c.start(ctx, call, false)
+	if err != nil {
 		call.group = nil
 		call.Err = err
 		g.pending.Add(-1)
 		return
 	}
-	if !slices.Contains(g.conns, call.conn) {
-		g.conns = append(g.conns, call.conn)
+	if !slices.Contains(g.conns, cn) {
+		g.conns = append(g.conns, cn)
 	}
 }
 
 // Wait writes the frames of g's calls and waits until all have ended; when
-// ctx is done first it ends the others with its status. Refused calls are
-// tried once more, one at a time.
+// ctx is done first it ends the others with its status. The calls the
+// backend refused are tried once more, together.
 func (g *Group) Wait(ctx context.Context) {
 	if !g.open {
 		return
 	}
-	for _, cn := range g.conns {
-		cn.flush()
-	}
-	if g.pending.Add(-1) != 0 {
-		select {
-		case <-g.done:
-		case <-ctx.Done():
-			err := contextStatus(ctx)
-			var ended int32
-			for _, call := range g.calls {
-				if call.group == g && call.conn.cancel(call, err) {
-					ended++
-				}
+	for attempt := 0; ; attempt++ {
+		g.wait(ctx)
+		g.retry = g.retry[:0]
+		for _, call := range g.calls {
+			if call.group == g && call.refused {
+				g.retry = append(g.retry, call)
 			}
-			// With none ended here, the others are ending by themselves
-			// and the last of them signals done, perhaps already has:
-			// the signal must be taken, or the group's next Wait would
-			// return at once and its last call would block the reader.
-			if ended == 0 || g.pending.Add(-ended) != 0 {
-				<-g.done
-			}
+		}
+		if len(g.retry) == 0 || attempt > 0 {
+			break
+		}
+		g.conns = g.conns[:0]
+		g.pending.Store(1)
+		for _, call := range g.retry {
+			g.start(ctx, call.client, call)
 		}
 	}
 	for _, call := range g.calls {
-		if call.group == g && call.refused {
-			call.client.Invoke(ctx, call)
+		if call.group == g {
+			call.finish()
 		}
 	}
 	clear(g.calls)
-	g.calls, g.conns, g.open = g.calls[:0], g.conns[:0], false
+	clear(g.retry)
+	clear(g.conns)
+	g.calls, g.retry, g.conns, g.open = g.calls[:0], g.retry[:0], g.conns[:0], false
+}
+
+func (g *Group) wait(ctx context.Context) {
+	for _, cn := range g.conns {
+		cn.kick()
+	}
+	if g.pending.Add(-1) == 0 {
+		return
+	}
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+		err := contextStatus(ctx)
+		var ended int32
+		for _, call := range g.calls {
+			if call.group == g && call.conn != nil && call.conn.cancel(call, err) {
+				ended++
+			}
+		}
+		// With none ended here, the others are ending by themselves
+		// and the last of them signals done, perhaps already has:
+		// the signal must be taken, or the group's next Wait would
+		// return at once and its last call would block the reader.
+		if ended == 0 || g.pending.Add(-ended) != 0 {
+			<-g.done
+		}
+	}
 }
 
 // errRetry makes start try another connection.
 var errRetry = errors.New("unary: the connection is draining")
 
-// start opens call's stream and queues its frames. When it returns nil the
-// call will end by its waiter's signal; otherwise it never started.
-func (c *Client) start(ctx context.Context, call *Call) error {
-	call.reset()
+// start queues call on a connection, waking its writer with wake. When it
+// returns a connection the call will end by its waiter's signal;
+// otherwise it never started.
+func (c *Client) start(ctx context.Context, call *Call, wake bool) (*conn, error) {
+	call.init()
 	call.client = c
 	if ctx.Err() != nil {
-		return contextStatus(ctx)
+		return nil, contextStatus(ctx)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		call.deadline = d
 	}
 	var p [5]byte
 	binary.BigEndian.PutUint32(p[1:], uint32(len(call.Request)))
@@ -207,108 +285,67 @@ func (c *Client) start(ctx context.Context, call *Call) error {
 	for {
 		cn, err := c.ready(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := cn.send(ctx, call); err != errRetry {
-			return err
+		if err := cn.enqueue(call, wake); err != errRetry {
+			return cn, err
 		}
 	}
 }
 
-// send opens call's stream on cn and queues as much of its message as the
-// flow-control windows allow, waiting for the rest to fit.
-func (cn *conn) send(ctx context.Context, call *Call) error {
-	cn.mu.Lock()
-	for uint32(len(cn.streams)) >= cn.maxStreams && !cn.draining.Load() {
-		ch := cn.waitLocked()
-		cn.mu.Unlock()
-		cn.flush() // the group's earlier calls must go out before waiting
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return contextStatus(ctx)
-		}
-		cn.mu.Lock()
-	}
-	if cn.draining.Load() {
-		cn.mu.Unlock()
-		return errRetry
-	}
-	var timeout time.Duration
-	if d, ok := ctx.Deadline(); ok {
-		if timeout = time.Until(d); timeout <= 0 {
-			cn.mu.Unlock()
-			return status.Error(codes.DeadlineExceeded, "context deadline exceeded")
-		}
-		call.deadline = d
-	}
-	call.id = cn.nextID
-	call.conn = cn
-	call.sendWin = cn.peerWindow
-	cn.nextID += 2
-	if cn.nextID > maxStreamID {
-		cn.draining.Store(true)
-		go cn.client.retire(cn)
-	}
-	cn.streams[call.id] = call
-	call.at = cn.taken + uint64(len(cn.wbuf))
-	cn.appendHeaders(call, timeout)
-	for !cn.appendData(call) {
-		ch := cn.waitLocked()
-		cn.mu.Unlock()
-		cn.flush()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			if cn.cancel(call, contextStatus(ctx)) {
-				return call.Err
-			}
-			return nil // it ended meanwhile; its waiter is signalled
-		}
-		cn.mu.Lock()
-		if cn.streams[call.id] != call {
-			break // it ended meanwhile (reset, or the connection failed)
-		}
-	}
-	cn.mu.Unlock()
-	return nil
-}
-
-// appendData queues DATA frames of call's message within the windows and
-// reports whether all of it is queued.
-func (cn *conn) appendData(call *Call) bool {
+// appendData appends DATA frames of call's message within the windows.
+func (cn *conn) appendData(b []byte, call *Call) []byte {
 	for call.sent < len(call.out) {
 		n := min(len(call.out)-call.sent, cn.maxFrame, int(call.sendWin), int(min(cn.sendWindow, maxWindow)))
 		if n <= 0 {
-			return false
+			return b
 		}
 		var flags byte
 		if call.sent+n == len(call.out) {
 			flags = flagEndStream
 		}
-		cn.wbuf = append(appendFrameHeader(cn.wbuf, n, frameData, flags, call.id), call.out[call.sent:call.sent+n]...)
+		b = append(appendFrameHeader(b, n, frameData, flags, call.id), call.out[call.sent:call.sent+n]...)
 		call.sent += n
 		call.sendWin -= int32(n)
 		cn.sendWindow -= int64(n)
 	}
-	return true
+	return b
 }
 
-// appendHeaders queues call's HEADERS (and CONTINUATION) frames.
-func (cn *conn) appendHeaders(call *Call, timeout time.Duration) {
+// headerListSize is the size of call's header list as RFC 9113 counts it
+// for SETTINGS_MAX_HEADER_LIST_SIZE (grpc-timeout taken at its longest).
+func (call *Call) headerListSize(cn *conn) int64 {
+	c := cn.client
+	n := 8 * 32
+	n += len(":method") + len("POST") + len(":scheme") + len(cn.scheme) + len(":path") + len(call.Method) +
+		len(":authority") + len(c.auth) + len("content-type") + len("application/grpc") +
+		len("user-agent") + len(c.opts.UserAgent) + len("te") + len("trailers") + len("grpc-timeout") + 9
+	for k, vs := range call.Metadata {
+		for _, v := range vs {
+			n += 32 + len(k)
+			if strings.HasSuffix(k, "-bin") {
+				n += base64.RawStdEncoding.EncodedLen(len(v))
+			} else {
+				n += len(v)
+			}
+		}
+	}
+	return int64(n)
+}
+
+// appendHeaders appends call's HEADERS (and CONTINUATION) frames.
+func (cn *conn) appendHeaders(b []byte, call *Call, timeout time.Duration) []byte {
 	cn.block.b = cn.block.b[:0]
 	e := cn.enc
 	e.WriteField(hpack.HeaderField{Name: ":method", Value: "POST"})
 	e.WriteField(hpack.HeaderField{Name: ":scheme", Value: cn.scheme})
 	e.WriteField(hpack.HeaderField{Name: ":path", Value: call.Method})
-	e.WriteField(hpack.HeaderField{Name: ":authority", Value: cn.client.ep.authority})
+	e.WriteField(hpack.HeaderField{Name: ":authority", Value: cn.client.auth})
 	e.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
 	e.WriteField(hpack.HeaderField{Name: "user-agent", Value: cn.client.opts.UserAgent})
 	e.WriteField(hpack.HeaderField{Name: "te", Value: "trailers"})
 	// Values that change with every call are kept out of the backend's
-	// HPACK table, where they would only evict the others, and written
-	// as plain literals: Huffman-coding them would cost more than the
-	// bytes it saves.
+	// HPACK table, where they would only evict the others.
 	if timeout > 0 {
 		cn.block.b = appendNeverIndexed(cn.block.b, "grpc-timeout", func(b []byte) []byte { return appendTimeout(b, timeout) })
 	}
@@ -319,7 +356,7 @@ func (cn *conn) appendHeaders(call *Call, timeout time.Duration) {
 				v = base64.RawStdEncoding.EncodeToString([]byte(v))
 			}
 			if once || len(v) > 64 {
-				cn.block.b = appendNeverIndexed(cn.block.b, k, func(b []byte) []byte { return append(b, v...) })
+				cn.block.b = appendLiteral(cn.block.b, k, v)
 				continue
 			}
 			e.WriteField(hpack.HeaderField{Name: k, Value: v})
@@ -333,13 +370,29 @@ func (cn *conn) appendHeaders(call *Call, timeout time.Duration) {
 		if n == len(block) {
 			flags = flagEndHeaders
 		}
-		cn.wbuf = append(appendFrameHeader(cn.wbuf, n, typ, flags, call.id), block[:n]...)
+		b = append(appendFrameHeader(b, n, typ, flags, call.id), block[:n]...)
 		block = block[n:]
 		if len(block) == 0 {
-			return
+			return b
 		}
 		typ = frameContinuation
 	}
+}
+
+// appendLiteral appends a header field as an HPACK literal never indexed,
+// with a new name (RFC 7541 section 6.2.3); the value is Huffman-coded
+// when that makes it shorter, as grpc-go's encoder does.
+func appendLiteral(b []byte, name, value string) []byte {
+	if n := hpack.HuffmanEncodeLength(value); n < uint64(len(value)) {
+		b = append(b, 0x10)
+		b = appendHPACKInt(b, uint64(len(name)))
+		b = append(b, name...)
+		at := len(b)
+		b = appendHPACKInt(b, n)
+		b[at] |= 0x80 // the Huffman bit
+		return hpack.AppendHuffmanString(b, value)
+	}
+	return appendNeverIndexed(b, name, func(b []byte) []byte { return append(b, value...) })
 }
 
 // appendNeverIndexed appends a header field as an HPACK literal never
@@ -404,34 +457,61 @@ func (cn *conn) emit(f hpack.HeaderField) {
 	if call == nil {
 		return
 	}
+	bs := &call.block
+	if cn.decSize += int(f.Size()); cn.decSize > maxHeaderList {
+		bs.tooLarge = true
+		cn.dec.SetEmitEnabled(false) // the block is still decoded, for the HPACK state
+		return
+	}
 	switch f.Name {
 	case ":status":
-		call.httpStatus, _ = strconv.Atoi(f.Value)
+		bs.httpStatus = f.Value
+		if len(f.Value) == 3 && f.Value[0] == '1' && bs.initial {
+			bs.informational = true
+		}
 	case "content-type":
-		call.grpcContent = f.Value == "application/grpc" || strings.HasPrefix(f.Value, "application/grpc+") ||
+		bs.contentType = f.Value
+		bs.grpcContent = f.Value == "application/grpc" || strings.HasPrefix(f.Value, "application/grpc+") ||
 			strings.HasPrefix(f.Value, "application/grpc;")
 	case "grpc-status":
-		call.hasCode = true
-		call.code, _ = strconv.Atoi(f.Value)
+		code, err := strconv.ParseInt(f.Value, 10, 32)
+		if err != nil {
+			if bs.statusErr == nil {
+				bs.statusErr = status.Errorf(codes.Unknown, "transport: malformed grpc-status: %v", err)
+			}
+			return
+		}
+		bs.hasCode, bs.code = true, codes.Code(uint32(code))
 	case "grpc-message":
-		call.message = decodeMessage(f.Value)
+		bs.message = decodeMessage(f.Value)
 	case "grpc-status-details-bin":
-		call.details = f.Value
-	case "grpc-encoding", "grpc-accept-encoding", "grpc-message-type", "grpc-timeout", "te", "user-agent":
+		b, err := decodeBinary(f.Value)
+		if err != nil {
+			bs.malformed(f.Name, err)
+			return
+		}
+		bs.details = append(bs.details, string(b))
+	case "grpc-encoding":
+		bs.encoding = f.Value
+	case "grpc-accept-encoding", "grpc-message-type", "grpc-timeout", "te", "user-agent":
 	default:
-		if !call.Capture || f.IsPseudo() {
+		if f.IsPseudo() || bs.informational {
 			return
 		}
 		v := f.Value
 		if strings.HasSuffix(f.Name, "-bin") {
 			b, err := decodeBinary(v)
 			if err != nil {
+				bs.malformed(f.Name, err)
 				return
 			}
 			v = string(b)
 		}
+		if !call.Capture {
+			return
+		}
 		md := &call.Header
-		if call.inTrailers {
+		if bs.trailers {
 			md = &call.Trailer
 		}
 		if *md == nil {
@@ -439,6 +519,57 @@ func (cn *conn) emit(f hpack.HeaderField) {
 		}
 		(*md)[f.Name] = append((*md)[f.Name], v)
 	}
+}
+
+func (bs *blockState) malformed(name string, err error) {
+	if bs.fieldErr == nil {
+		bs.fieldErr = status.Errorf(codes.Internal, "transport: malformed %s: %v", name, err)
+	}
+}
+
+// headersDone checks a header block once decoded, as grpc-go's
+// operateHeaders does, and returns the status that ends the call if it
+// must.
+func (call *Call) headersDone(end bool) error {
+	bs := &call.block
+	switch {
+	case bs.tooLarge:
+		return status.Error(codes.Internal, "peer header list size exceeded limit")
+	case !bs.initial && !end:
+		return status.Error(codes.Internal, "a HEADERS frame cannot appear in the middle of a stream")
+	case bs.statusErr != nil:
+		return bs.statusErr
+	}
+	if bs.initial && !bs.grpcContent {
+		// Not gRPC: the HTTP status says what happened.
+		contentErr := "malformed header: missing HTTP content-type"
+		if bs.contentType != "" {
+			contentErr = fmt.Sprintf("transport: received unexpected content-type %q", bs.contentType)
+		}
+		if bs.httpStatus == "" {
+			return status.Error(codes.Internal, "malformed header: missing HTTP status; "+contentErr)
+		}
+		code, err := strconv.Atoi(bs.httpStatus)
+		if err != nil {
+			return status.Errorf(codes.Internal, "transport: malformed http-status: %v", err)
+		}
+		if code >= 100 && code < 200 {
+			if end {
+				return status.Errorf(codes.Internal, "protocol error: informational header with status code %d must not have END_STREAM set", code)
+			}
+			return nil
+		}
+		return httpStatusError(code, contentErr)
+	}
+	bs.informational = false
+	if bs.fieldErr != nil {
+		return bs.fieldErr
+	}
+	if bs.initial {
+		call.gotHeaders = true
+		call.encoding = bs.encoding
+	}
+	return nil
 }
 
 // addData takes a DATA frame's payload: the 5-byte prefix and the one
@@ -456,9 +587,10 @@ func (call *Call) addData(q []byte, max int) error {
 			if call.msgs > 0 {
 				return status.Error(codes.Internal, "grpc: the backend sent more than one response message to a unary call")
 			}
-			if call.prefix[0] != 0 {
-				return status.Error(codes.Internal, "grpc: the backend sent a compressed message, which was not asked for")
+			if err := call.checkPayload(call.prefix[0]); err != nil {
+				return err
 			}
+			call.compressed = call.prefix[0] == 1
 			call.msgLen = int(binary.BigEndian.Uint32(call.prefix[1:]))
 			if call.msgLen > max {
 				return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", call.msgLen, max)
@@ -478,26 +610,77 @@ func (call *Call) addData(q []byte, max int) error {
 	return nil
 }
 
+// checkPayload checks a message's compressed flag against the response's
+// grpc-encoding, as grpc-go's checkRecvPayload does.
+func (call *Call) checkPayload(flag byte) error {
+	switch flag {
+	case 0:
+		return nil
+	case 1:
+		switch call.encoding {
+		case "", "identity":
+			return status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+		case "gzip":
+			return nil
+		}
+		return status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", call.encoding)
+	}
+	return status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", flag)
+}
+
+var gzipReaders sync.Pool // *gzip.Reader
+
+// decompress replaces the gzip response with what it decompresses to, at
+// most max bytes.
+func (call *Call) decompress(max int) error {
+	zr, _ := gzipReaders.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(bytes.NewReader(call.Response))
+	} else {
+		err = zr.Reset(bytes.NewReader(call.Response))
+	}
+	if err != nil {
+		return status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
+	}
+	defer gzipReaders.Put(zr)
+	var out bytes.Buffer
+	n, err := out.ReadFrom(io.LimitReader(zr, int64(max)+1))
+	if err != nil {
+		return status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
+	}
+	if n > int64(max) {
+		return status.Errorf(codes.ResourceExhausted, "grpc: received message after decompression larger than max %d", max)
+	}
+	call.Response = out.Bytes()
+	return nil
+}
+
 // result is the status of a call whose stream has ended with trailers.
 func (call *Call) result() error {
-	if !call.hasCode {
-		if call.httpStatus != 200 {
-			return httpStatusError(call.httpStatus)
-		}
-		return status.Error(codes.Internal, "transport: the backend's trailers have no grpc-status")
+	bs := &call.block
+	code := codes.Unknown // grpc-go's, for trailers without grpc-status
+	if bs.hasCode {
+		code = bs.code
 	}
-	if call.code == 0 {
+	if code == codes.OK {
 		if call.msgs == 0 || call.inMsg || call.prefixN != 0 {
 			return status.Error(codes.Internal, "grpc: the backend ended a unary call without a whole response message")
 		}
+		if !call.deadline.IsZero() && time.Now().After(call.deadline) {
+			// Too late: the caller has been told, or is about to be.
+			return status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+		}
 		return nil
 	}
-	st := status.New(codes.Code(call.code), call.message)
-	if call.details != "" {
-		if b, err := decodeBinary(call.details); err == nil {
-			p := new(spb.Status)
-			if proto.Unmarshal(b, p) == nil && p.Code == int32(call.code) {
+	st := status.New(code, bs.message)
+	if len(bs.details) == 1 {
+		p := new(spb.Status)
+		if proto.Unmarshal([]byte(bs.details[0]), p) == nil {
+			if p.Code == int32(code) {
 				st = status.FromProto(p)
+			} else {
+				st = status.Newf(codes.Internal, "grpc-status-details-bin mismatch: grpc-status=%v, grpc-message=%q, grpc-status-details-bin=%+v", code, bs.message, p)
 			}
 		}
 	}
@@ -506,7 +689,7 @@ func (call *Call) result() error {
 
 // httpStatusError is the status of a response that is not gRPC's, by its
 // HTTP status, as grpc-go maps it.
-func httpStatusError(code int) error {
+func httpStatusError(code int, more string) error {
 	c := codes.Unknown
 	switch code {
 	case http.StatusBadRequest:
@@ -520,7 +703,11 @@ func httpStatusError(code int) error {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		c = codes.Unavailable
 	}
-	return status.Errorf(c, "unexpected HTTP status code received from server: %d (%s)", code, http.StatusText(code))
+	msg := fmt.Sprintf("unexpected HTTP status code received from server: %d (%s)", code, http.StatusText(code))
+	if more != "" {
+		msg += "; " + more
+	}
+	return status.Error(c, msg)
 }
 
 // decodeMessage undoes grpc-message's percent-encoding; a malformed escape

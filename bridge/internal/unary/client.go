@@ -1,8 +1,10 @@
 package unary
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -30,16 +32,34 @@ type Options struct {
 	// Logger receives connection events at debug level; nil discards them.
 	Logger *slog.Logger
 	// WriteTimeout bounds one write to the backend: a backend that stops
-	// reading cannot hold the writing caller, and the frames queued behind
-	// it, longer; the connection is then closed. 0 means 30 s.
+	// reading cannot hold the connection's writer longer; the connection
+	// is then closed. Calls never wait for a write: each ends by its own
+	// deadline. 0 means 30 s.
 	WriteTimeout time.Duration
+	// Authority is the :authority of every call; "" means the server name
+	// of Creds when it has one (as grpc-go), else the target's host:port.
+	Authority string
+	// KeepaliveTime, when not 0, makes the client PING the backend after
+	// this long without reading anything from it; KeepaliveTimeout (0
+	// means 20 s) later, with still nothing read, the connection is closed
+	// and its calls fail with Unavailable. Without
+	// KeepalivePermitWithoutStream it pings only while calls are in
+	// flight. These are grpc-go's keepalive.ClientParameters.
+	KeepaliveTime                time.Duration
+	KeepaliveTimeout             time.Duration
+	KeepalivePermitWithoutStream bool
 }
 
-// Reconnection backoff after a failed dial: calls made during it fail at
-// once with Unavailable instead of each waiting for a dial of its own.
+// Reconnection backoff, grpc-go's: after a failed dial, or a connection
+// that ended before it answered anything, calls fail at once with
+// Unavailable until the next dial may start, instead of each waiting for a
+// dial of its own.
 const (
-	baseBackoff = 250 * time.Millisecond
-	maxBackoff  = 3 * time.Second
+	baseBackoff   = time.Second
+	backoffFactor = 1.6
+	backoffJitter = 0.2
+	maxBackoff    = 120 * time.Second
+	healthyAfter  = time.Second // a connection this old has worked, answers or not
 )
 
 // A Client makes unary calls to one backend over one HTTP/2 connection,
@@ -47,20 +67,21 @@ const (
 // or the backend sends GOAWAY. Its methods are safe for concurrent use.
 type Client struct {
 	ep   endpoint
+	auth string // the :authority of calls
 	opts Options
 	wg   sync.WaitGroup // the connections' goroutines
 	// dialCtx is cancelled by Close, to end a dial in progress.
 	dialCtx    context.Context
 	cancelDial context.CancelFunc
 
-	mu       sync.Mutex
-	cur      *conn          // the connection new calls use; nil when there is none
-	conns    map[*conn]bool // every open connection, draining ones included
-	dialing  chan struct{}  // closed when the dial in progress ends
-	dialErr  error          // the last dial's failure, a status error
-	failedAt time.Time
-	backoff  time.Duration
-	closed   bool
+	mu      sync.Mutex
+	cur     *conn          // the connection new calls use; nil when there is none
+	conns   map[*conn]bool // every open connection, draining ones included
+	dialing chan struct{}  // closed when the dial in progress ends
+	dialErr error          // the last dial's failure, a status error
+	retryAt time.Time      // no dial before, after dialErr
+	backoff time.Duration  // the last backoff; 0 after a connection worked
+	closed  bool
 }
 
 // New returns a Client of the backend at target, a gRPC target string
@@ -89,7 +110,14 @@ func New(target string, opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{ep: ep, opts: opts, conns: map[*conn]bool{}}
+	if opts.KeepaliveTimeout <= 0 {
+		opts.KeepaliveTimeout = 20 * time.Second
+	}
+	auth := opts.Authority
+	if auth == "" {
+		auth = cmp.Or(opts.Creds.Info().ServerName, ep.authority)
+	}
+	c := &Client{ep: ep, auth: auth, opts: opts, conns: map[*conn]bool{}}
 	c.dialCtx, c.cancelDial = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -106,7 +134,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.cancelDial()
 	for _, cn := range conns {
-		cn.nc.Close()
+		cn.shut(errClosed)
 	}
 	c.wg.Wait()
 	return nil
@@ -127,7 +155,7 @@ func (c *Client) ready(ctx context.Context) (*conn, error) {
 			cn := c.cur
 			c.mu.Unlock()
 			return cn, nil
-		case c.dialing == nil && c.dialErr != nil && time.Since(c.failedAt) < c.backoff:
+		case c.dialing == nil && c.dialErr != nil && time.Now().Before(c.retryAt):
 			err := c.dialErr
 			c.mu.Unlock()
 			return nil, err
@@ -167,13 +195,20 @@ func (c *Client) dial() {
 	}
 	if err != nil {
 		c.opts.Logger.Debug("cannot connect to the backend", "address", c.ep.address, "error", err)
-		c.dialErr = status.Error(codes.Unavailable, "transport: cannot connect to the backend: "+err.Error())
-		c.failedAt = time.Now()
-		c.backoff = min(max(c.backoff*8/5, baseBackoff), maxBackoff)
+		c.failedLocked(status.Error(codes.Unavailable, "transport: cannot connect to the backend: "+err.Error()))
 		return
 	}
-	c.dialErr, c.backoff = nil, 0
+	c.dialErr = nil
 	c.cur = cn
+}
+
+// failedLocked records a failure to connect: no dial before the backoff
+// has passed, which grows with each failure in a row.
+func (c *Client) failedLocked(err error) {
+	c.dialErr = err
+	c.backoff = min(max(time.Duration(float64(c.backoff)*backoffFactor), baseBackoff), maxBackoff)
+	jitter := 1 + backoffJitter*(2*rand.Float64()-1)
+	c.retryAt = time.Now().Add(time.Duration(float64(c.backoff) * jitter))
 }
 
 // connect dials, secures the connection, exchanges prefaces and waits for
@@ -203,7 +238,10 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 	c.conns[cn] = true
 	c.mu.Unlock()
 	c.wg.Go(cn.readLoop)
-	c.wg.Go(cn.controlLoop)
+	c.wg.Go(cn.writeLoop)
+	if c.opts.KeepaliveTime > 0 {
+		c.wg.Go(cn.keepalive)
+	}
 	if err := cn.start(ctx); err != nil {
 		nc.Close()
 		return nil, err
@@ -211,23 +249,42 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 	return cn, nil
 }
 
-// forget drops cn once it is closed.
-func (c *Client) forget(cn *conn) {
+// forget drops cn once it is closed. A connection that ended before it
+// answered anything, soon after it opened, counts as a failure to connect
+// (a backend that sends GOAWAY at once must not be redialled in a loop);
+// one that worked resets the backoff. With calls that were open on it, the
+// client redials at once, unless backing off; otherwise the next call
+// dials.
+func (c *Client) forget(cn *conn, busy bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.conns, cn)
-	if c.cur == cn {
-		c.cur = nil
-		c.connectLocked()
-	}
+	c.ended(cn, busy)
 }
 
 // retire makes new calls open another connection than cn.
 func (c *Client) retire(cn *conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cur == cn {
-		c.cur = nil
+	cn.mu.Lock()
+	busy := len(cn.streams) > 0 || len(cn.pending) > 0
+	cn.mu.Unlock()
+	c.ended(cn, busy)
+}
+
+func (c *Client) ended(cn *conn, busy bool) {
+	if c.cur != cn {
+		return
+	}
+	c.cur = nil
+	switch {
+	case cn.answered.Load() || time.Since(cn.opened) >= healthyAfter:
+		c.backoff = 0
+	case c.dialErr == nil || time.Now().After(c.retryAt):
+		c.failedLocked(status.Error(codes.Unavailable, "transport: the backend closed the connection before answering"))
+		return
+	}
+	if busy {
 		c.connectLocked()
 	}
 }
@@ -245,7 +302,7 @@ func (c *Client) Connect() {
 func (c *Client) connectLocked() {
 	switch {
 	case c.closed, c.dialing != nil, c.cur != nil && !c.cur.draining.Load():
-	case c.dialErr != nil && time.Since(c.failedAt) < c.backoff:
+	case c.dialErr != nil && time.Now().Before(c.retryAt):
 	default:
 		c.dialing = make(chan struct{})
 		c.wg.Go(c.dial)

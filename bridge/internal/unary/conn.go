@@ -7,7 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
-	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +17,11 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// conn is one HTTP/2 connection to the backend. Callers write to it under
-// mu; its reader goroutine owns the read side and completes the calls.
+// conn is one HTTP/2 connection to the backend. Callers queue their calls
+// under mu and wake the writer goroutine, which alone encodes and writes
+// frames; the reader goroutine alone reads, and completes the calls.
+// Neither caller nor reader ever waits for a write, so a call returns by
+// its deadline whatever the backend does.
 type conn struct {
 	client *Client
 	nc     net.Conn
@@ -28,40 +31,60 @@ type conn struct {
 	draining atomic.Bool
 	settings chan struct{} // closed on the backend's first SETTINGS
 	done     chan struct{} // closed when the reader has stopped
-	ctrl     chan struct{} // wakes controlLoop to write what the reader queued
+	wake     chan struct{} // wakes the writer
+	opened   time.Time     // when the connection was established
+	// answered is set once the backend has sent a response header block:
+	// the connection worked, whatever ends it later.
+	answered atomic.Bool
+	// readSome is set at every frame read when keepalive is on.
+	readSome atomic.Bool
 
 	mu          sync.Mutex
-	wbuf        []byte // frames queued for writing
-	spare       []byte // the other write buffer, swapped with wbuf by flush
-	writing     bool   // a flush is in progress
-	taken       uint64 // bytes of the connection's frames handed to nc.Write so far
-	enc         *hpack.Encoder
-	block       blockWriter // the header block being encoded
+	pending     []*Call       // calls waiting for a stream, in order
+	sending     []*Call       // open streams whose DATA waits for window
+	ctrl        []byte        // frames to write before any call's: acks, WINDOW_UPDATE, RST_STREAM
+	replies     int           // frames in ctrl the backend asked for (PING and SETTINGS acks)
+	drained     chan struct{} // closed when replies fall below the limit; nil when nobody waits
 	nextID      uint32
 	streams     map[uint32]*Call
-	maxStreams  uint32        // the backend's SETTINGS_MAX_CONCURRENT_STREAMS
-	peerWindow  int32         // the backend's SETTINGS_INITIAL_WINDOW_SIZE
-	sendWindow  int64         // the connection's send window
-	maxFrame    int           // the backend's SETTINGS_MAX_FRAME_SIZE
-	changed     chan struct{} // closed when a stream slot or window frees; nil when nobody waits
-	closed      bool
+	maxStreams  uint32 // the backend's SETTINGS_MAX_CONCURRENT_STREAMS
+	maxHeaders  uint32 // the backend's SETTINGS_MAX_HEADER_LIST_SIZE; 0 means none
+	peerWindow  int32  // the backend's SETTINGS_INITIAL_WINDOW_SIZE
+	sendWindow  int64  // the connection's send window
+	maxFrame    int    // the backend's SETTINGS_MAX_FRAME_SIZE
+	recvUnacked int    // bytes received on the connection not yet granted back
+	closed      bool   // the reader has stopped
+	broken      bool   // the connection is being torn down: the reader stops waiting for the writer
 	gotSettings bool
-	err         error // why the connection closed
+	err         error  // why the connection closed
+	lost        error  // the status calls still open fail with, when set before the reader stops
+	last        []byte // GOAWAY to write before closing, after a connection error
+
+	// The writer goroutine's own.
+	enc   *hpack.Encoder
+	block blockWriter // the header block being encoded
+	wbuf  []byte
 
 	// The reader goroutine's own.
 	br          *bufio.Reader
 	dec         *hpack.Decoder
 	decCall     *Call // the call whose header block is being decoded
+	decSize     int   // the decoded size of the header list so far
 	hblock      []byte
 	hblockID    uint32 // the stream of a header block awaiting CONTINUATION
 	hblockFlags byte
-	recvUnacked int // received bytes not yet granted back by WINDOW_UPDATE
 }
 
-// coalesceStreams is how many calls must be in flight on a connection
-// before a writer yields once to let others queue their frames: with few,
-// the yield costs more than the system calls it saves.
-const coalesceStreams = 16
+// maxReplies is how many frames the backend may make the client queue
+// (PING and SETTINGS acks) before the reader stops reading until the
+// writer has written them, as grpc-go's control buffer does: a backend
+// that sends them without reading cannot grow the client's memory.
+const maxReplies = 50
+
+// maxHeaderList bounds the decoded size of a response header list (names
+// and values plus 32 bytes a field, as RFC 9113 counts it): grpc-go's
+// default.
+const maxHeaderList = 16 << 20
 
 // blockWriter collects what the HPACK encoder writes.
 type blockWriter struct{ b []byte }
@@ -78,7 +101,8 @@ func newConn(c *Client, nc net.Conn, scheme string) *conn {
 		scheme:     scheme,
 		settings:   make(chan struct{}),
 		done:       make(chan struct{}),
-		ctrl:       make(chan struct{}, 1),
+		wake:       make(chan struct{}, 1),
+		opened:     time.Now(),
 		nextID:     1,
 		streams:    make(map[uint32]*Call),
 		maxStreams: ^uint32(0),
@@ -87,20 +111,21 @@ func newConn(c *Client, nc net.Conn, scheme string) *conn {
 		maxFrame:   defaultMaxFrame,
 		br:         bufio.NewReaderSize(nc, 64<<10),
 	}
-	// The preface goes first in the write buffer, so that no SETTINGS ack
-	// the reader queues can be written before it.
-	cn.wbuf = append([]byte(clientPreface), appendSettings(nil)...)
-	cn.wbuf = appendWindowUpdate(cn.wbuf, 0, connWindow-defaultWindow)
+	// The preface goes first, so that no SETTINGS ack the reader queues
+	// can be written before it.
+	cn.ctrl = append([]byte(clientPreface), appendSettings(nil)...)
+	cn.ctrl = appendWindowUpdate(cn.ctrl, 0, connWindow-defaultWindow)
 	cn.enc = hpack.NewEncoder(&cn.block)
 	cn.dec = hpack.NewDecoder(4096, cn.emit)
 	cn.dec.SetMaxStringLength(maxHeaderBlock)
 	return cn
 }
 
-// start sends the client preface, the client's SETTINGS and its connection
-// window, queued by newConn, and waits for the backend's SETTINGS.
+// start has the writer send the client preface, the client's SETTINGS and
+// its connection window, queued by newConn, and waits for the backend's
+// SETTINGS.
 func (cn *conn) start(ctx context.Context) error {
-	cn.flush()
+	cn.kick()
 	select {
 	case <-cn.settings:
 		return nil
@@ -111,168 +136,321 @@ func (cn *conn) start(ctx context.Context) error {
 	}
 }
 
-// flush writes the queued frames, unless another goroutine is already
-// writing: that one writes them too before it stops.
-func (cn *conn) flush() {
-	cn.mu.Lock()
-	if cn.writing || len(cn.wbuf) == 0 {
-		cn.mu.Unlock()
-		return
-	}
-	cn.writing = true
-	if len(cn.streams) >= coalesceStreams {
-		// Many calls in flight: let the goroutines ready to run queue
-		// their frames first, so that one write carries them all.
-		cn.mu.Unlock()
-		runtime.Gosched()
-		cn.mu.Lock()
-	}
-	for len(cn.wbuf) > 0 && !cn.closed {
-		buf := cn.wbuf
-		cn.wbuf = cn.spare[:0]
-		cn.taken += uint64(len(buf))
-		cn.mu.Unlock()
-		// A backend that stops reading must not hold the writer, and the
-		// frames queued behind it, forever.
-		cn.nc.SetWriteDeadline(time.Now().Add(cn.client.opts.WriteTimeout))
-		_, err := cn.nc.Write(buf)
-		cn.mu.Lock()
-		if cap(buf) <= 1<<20 {
-			cn.spare = buf[:0]
-		} else {
-			cn.spare = nil
-		}
-		if err != nil {
-			cn.draining.Store(true)
-			cn.writing = false
-			cn.mu.Unlock()
-			cn.client.opts.Logger.Debug("cannot write to the backend", "address", cn.client.ep.address, "error", err)
-			cn.nc.Close() // the reader fails the calls
-			return
-		}
-	}
-	cn.writing = false
-	cn.mu.Unlock()
-}
-
-// kick has controlLoop write what the reader queued: the reader itself
-// never blocks on a write.
+// kick wakes the writer. It never blocks, and may be called under mu.
 func (cn *conn) kick() {
 	select {
-	case cn.ctrl <- struct{}{}:
+	case cn.wake <- struct{}{}:
 	default:
 	}
 }
 
-// controlLoop also closes the network connection, once the reader has
-// stopped or the connection is draining and idle: closing a TLS connection
-// writes, which neither the reader nor a holder of mu may do.
-func (cn *conn) controlLoop() {
+// shut tears the connection down with why as the status of the calls
+// still open on it: the reader fails them once the network connection is
+// closed.
+func (cn *conn) shut(why error) {
+	cn.mu.Lock()
+	cn.draining.Store(true)
+	cn.broken = true
+	if cn.lost == nil {
+		cn.lost = why
+	}
+	cn.releaseReaderLocked()
+	cn.mu.Unlock()
+	cn.nc.Close()
+}
+
+func (cn *conn) releaseReaderLocked() {
+	if cn.drained != nil {
+		close(cn.drained)
+		cn.drained = nil
+	}
+}
+
+// writeLoop is the connection's one writer. It also closes the network
+// connection, once the reader has stopped or the connection is draining
+// and idle: closing a TLS connection writes, which only the writer may do.
+func (cn *conn) writeLoop() {
 	for {
 		select {
-		case <-cn.ctrl:
-			cn.flush()
-			cn.mu.Lock()
-			idle := cn.draining.Load() && len(cn.streams) == 0 && !cn.closed
-			cn.mu.Unlock()
-			if idle {
-				cn.nc.Close() // GOAWAY'd and idle: nothing more will come
-			}
+		case <-cn.wake:
 		case <-cn.done:
+			cn.mu.Lock()
+			last := cn.last
+			cn.mu.Unlock()
+			if last != nil { // a connection error: say so before closing
+				cn.nc.SetWriteDeadline(time.Now().Add(time.Second))
+				cn.nc.Write(last)
+			}
 			cn.nc.Close()
 			return
+		}
+		for {
+			cn.mu.Lock()
+			cn.wbuf = cn.fillLocked(cn.wbuf[:0])
+			idle := cn.draining.Load() && len(cn.streams) == 0 && len(cn.pending) == 0 && !cn.closed
+			cn.mu.Unlock()
+			if len(cn.wbuf) == 0 {
+				if idle {
+					cn.nc.Close() // GOAWAY'd and idle: nothing more will come
+				}
+				break
+			}
+			// A backend that stops reading holds the writer, never a
+			// caller: each call waits for its own end or deadline.
+			cn.nc.SetWriteDeadline(time.Now().Add(cn.client.opts.WriteTimeout))
+			if _, err := cn.nc.Write(cn.wbuf); err != nil {
+				cn.client.opts.Logger.Debug("cannot write to the backend", "address", cn.client.ep.address, "error", err)
+				cn.shut(status.Error(codes.Unavailable, "transport: cannot write to the backend"))
+				<-cn.done
+				return
+			}
+			if cap(cn.wbuf) > 1<<20 {
+				cn.wbuf = nil
+			}
 		}
 	}
 }
 
-// waitLocked returns a channel closed at the next change of stream slots,
-// windows or state.
-func (cn *conn) waitLocked() chan struct{} {
-	if cn.changed == nil {
-		cn.changed = make(chan struct{})
+// fillLocked appends what is ready to be written: the control frames
+// first, then the DATA that waited for window, then the calls waiting for
+// a stream, as far as the stream limit allows. Calls that ended before
+// their turn are not there any more: nothing of theirs is written.
+func (cn *conn) fillLocked(b []byte) []byte {
+	if cn.closed || cn.broken {
+		return b
 	}
-	return cn.changed
+	b = append(b, cn.ctrl...)
+	cn.ctrl = cn.ctrl[:0]
+	if cn.replies >= maxReplies {
+		cn.releaseReaderLocked()
+	}
+	cn.replies = 0
+	if cn.recvUnacked >= connWindow/4 {
+		b = appendWindowUpdate(b, 0, uint32(cn.recvUnacked))
+		cn.recvUnacked = 0
+	}
+	if len(cn.sending) > 0 && cn.sendWindow > 0 {
+		waiting := cn.sending[:0]
+		for _, call := range cn.sending {
+			if b = cn.appendData(b, call); call.sent < len(call.out) {
+				waiting = append(waiting, call)
+			}
+		}
+		clear(cn.sending[len(waiting):])
+		cn.sending = waiting
+	}
+	n := 0
+	for ; n < len(cn.pending) && uint32(len(cn.streams)) < cn.maxStreams && !cn.draining.Load(); n++ {
+		call := cn.pending[n]
+		call.state = stateTaken
+		b = cn.open(b, call)
+	}
+	if n > 0 {
+		rest := copy(cn.pending, cn.pending[n:])
+		clear(cn.pending[rest:])
+		cn.pending = cn.pending[:rest]
+	}
+	// Out of stream ids: the calls still waiting go to another connection.
+	for cn.draining.Load() && len(cn.pending) > 0 {
+		call := cn.pending[0]
+		call.refused = true
+		cn.finishLocked(call, errUnsent)
+	}
+	return b
 }
 
-func (cn *conn) signalLocked() {
-	if cn.changed != nil {
-		close(cn.changed)
-		cn.changed = nil
+// open gives call a stream and appends its HEADERS and as much of its
+// DATA as the windows allow, or ends it without a stream.
+func (cn *conn) open(b []byte, call *Call) []byte {
+	var timeout time.Duration
+	if !call.deadline.IsZero() {
+		if timeout = time.Until(call.deadline); timeout <= 0 {
+			cn.finishLocked(call, status.Error(codes.DeadlineExceeded, "context deadline exceeded"))
+			return b
+		}
 	}
+	if cn.maxHeaders > 0 && call.headerListSize(cn) > int64(cn.maxHeaders) {
+		// Sent, the block would make the backend reset the connection,
+		// and every call on it with this one.
+		cn.finishLocked(call, status.Errorf(codes.Internal, "header list size to send violates the maximum size (%d bytes) set by server", cn.maxHeaders))
+		return b
+	}
+	call.state = stateOpen
+	call.id = cn.nextID
+	call.sendWin = cn.peerWindow
+	cn.nextID += 2
+	if cn.nextID > maxStreamID {
+		cn.draining.Store(true)
+		go cn.client.retire(cn)
+	}
+	cn.streams[call.id] = call
+	b = cn.appendHeaders(b, call, timeout)
+	if b = cn.appendData(b, call); call.sent < len(call.out) {
+		cn.sending = append(cn.sending, call)
+	}
+	return b
 }
 
-// finishLocked ends call with err (nil for success) and wakes its waiter.
-func (cn *conn) finishLocked(call *Call, err error) {
-	delete(cn.streams, call.id)
+// enqueue queues call for a stream on cn; errRetry means cn takes no new
+// calls. With wake, the writer is woken.
+func (cn *conn) enqueue(call *Call, wake bool) error {
+	cn.mu.Lock()
+	if cn.draining.Load() || cn.closed {
+		cn.mu.Unlock()
+		return errRetry
+	}
+	call.conn = cn
+	call.state = statePending
+	cn.pending = append(cn.pending, call)
+	cn.mu.Unlock()
+	if wake {
+		cn.kick()
+	}
+	return nil
+}
+
+// endLocked ends call with err (nil for success) without signalling its
+// waiter, and reports whether it had not ended already. A stream to be
+// reset (call.reset) gets its RST_STREAM queued.
+func (cn *conn) endLocked(call *Call, err error) bool {
+	switch call.state {
+	case statePending:
+		if i := indexOf(cn.pending, call); i >= 0 {
+			cn.pending = slices.Delete(cn.pending, i, i+1)
+		}
+	case stateTaken: // the writer is opening it
+	case stateOpen:
+		delete(cn.streams, call.id)
+		if call.sent < len(call.out) {
+			if i := indexOf(cn.sending, call); i >= 0 {
+				cn.sending = slices.Delete(cn.sending, i, i+1)
+			}
+		}
+		if call.reset && !cn.closed {
+			cn.ctrl = appendRSTStream(cn.ctrl, call.id, call.rstCode)
+			cn.kick()
+		}
+		if len(cn.pending) > 0 || cn.draining.Load() && len(cn.streams) == 0 {
+			cn.kick() // a stream slot is free, or the idle connection may close
+		}
+	default:
+		return false
+	}
+	call.state = stateDone
 	call.Err = err
-	cn.signalLocked()
-	if cn.draining.Load() && len(cn.streams) == 0 {
-		cn.kick() // controlLoop closes the idle connection
+	return true
+}
+
+func indexOf(calls []*Call, call *Call) int {
+	for i, c := range calls {
+		if c == call {
+			return i
+		}
 	}
-	call.complete()
+	return -1
+}
+
+// finishLocked ends call with err and wakes its waiter.
+func (cn *conn) finishLocked(call *Call, err error) {
+	if cn.endLocked(call, err) {
+		call.complete()
+	}
 }
 
 // cancel ends call with err and resets its stream, unless the call has
-// already ended; it reports whether it ended it.
+// already ended; it reports whether it ended it. Its waiter is not
+// signalled: it is the one cancelling.
 func (cn *conn) cancel(call *Call, err error) bool {
 	cn.mu.Lock()
-	if cn.streams[call.id] != call {
-		cn.mu.Unlock()
+	defer cn.mu.Unlock()
+	if call.conn != cn {
 		return false
 	}
-	delete(cn.streams, call.id)
-	call.Err = err
-	if !cn.closed {
-		cn.wbuf = appendRSTStream(cn.wbuf, call.id, errCodeCancel)
+	if call.state == stateOpen {
+		call.resetWith(errCodeCancel)
 	}
-	cn.signalLocked()
-	cn.mu.Unlock()
-	cn.kick() // controlLoop writes the RST_STREAM, and closes the connection if it is draining and idle
-	return true
+	return cn.endLocked(call, err)
 }
 
 // readLoop reads frames until the connection fails, then fails every call
 // still open on it.
 func (cn *conn) readLoop() {
 	err := cn.read()
+	var ce connError
+	if errors.As(err, &ce) {
+		cn.mu.Lock()
+		cn.last = appendGoAway(nil, 0, ce.code) // the backend opens no streams
+		cn.mu.Unlock()
+	}
 	cn.mu.Lock()
 	cn.closed = true
 	cn.draining.Store(true)
 	cn.err = err
-	open := cn.streams
-	cn.streams = map[uint32]*Call{}
-	for _, call := range open {
-		// A call whose HEADERS were never handed to a write cannot have
-		// reached the backend: it is tried again, on another connection.
-		call.refused = call.at >= cn.taken
+	lost := cn.lost
+	if lost == nil {
+		lost = status.Error(codes.Unavailable, "transport: the connection to the backend was lost")
 	}
-	cn.signalLocked()
-	cn.mu.Unlock()
-	close(cn.done) // controlLoop closes nc
-	cn.client.opts.Logger.Debug("connection to the backend closed", "address", cn.client.ep.address, "error", err)
-	cn.client.forget(cn)
-	lost := status.Error(codes.Unavailable, "transport: the connection to the backend was lost")
+	open := make([]*Call, 0, len(cn.streams)+len(cn.pending))
+	for _, call := range cn.pending {
+		// A call that never had a stream cannot have reached the
+		// backend: it is tried again, on another connection.
+		call.refused = true
+		open = append(open, call)
+	}
+	for _, call := range cn.streams {
+		open = append(open, call)
+	}
 	for _, call := range open {
-		call.Err = lost
+		err := lost
+		if call.refused {
+			err = errUnsent
+		}
+		cn.endLocked(call, err)
+	}
+	cn.pending, cn.sending = nil, nil
+	cn.releaseReaderLocked()
+	cn.mu.Unlock()
+	close(cn.done) // the writer closes nc
+	cn.client.opts.Logger.Debug("connection to the backend closed", "address", cn.client.ep.address, "error", err)
+	cn.client.forget(cn, len(open) > 0)
+	for _, call := range open {
 		call.complete()
 	}
 }
 
+var errUnsent = status.Error(codes.Unavailable, "transport: the connection to the backend was lost before the call was sent")
+
 // errProtocol closes a connection whose backend broke HTTP/2's rules.
-var errProtocol = errors.New("HTTP/2 protocol error from the backend")
+var errProtocol = connError{errCodeProtocol, "HTTP/2 protocol error from the backend"}
+
+// A connError is a connection error (RFC 9113 section 5.4.1): the client
+// sends GOAWAY with its code and closes the connection.
+type connError struct {
+	code uint32
+	msg  string
+}
+
+func (e connError) Error() string { return e.msg }
 
 func (cn *conn) read() error {
 	var hdr [frameHeaderLen]byte
+	keepalive := cn.client.opts.KeepaliveTime > 0
 	for first := true; ; first = false {
 		if _, err := io.ReadFull(cn.br, hdr[:]); err != nil {
 			return err
+		}
+		if keepalive {
+			cn.readSome.Store(true)
 		}
 		h := parseFrameHeader(hdr[:])
 		// The client never raises SETTINGS_MAX_FRAME_SIZE, and the server's
 		// preface is a SETTINGS frame: anything else is not HTTP/2 (an
 		// HTTP/1.1 response, say) and must not be waited for.
-		if h.length > defaultMaxFrame || first && (h.typ != frameSettings || h.flags&flagAck != 0) {
-			return errProtocol
+		if first && (h.typ != frameSettings || h.flags&flagAck != 0) {
+			return errors.New("the backend does not speak HTTP/2")
+		}
+		if h.length > defaultMaxFrame {
+			return connError{errCodeFrameSize, "a frame larger than SETTINGS_MAX_FRAME_SIZE from the backend"}
 		}
 		p, err := cn.br.Peek(h.length)
 		if err != nil {
@@ -310,21 +488,25 @@ func (cn *conn) frame(h frameHeader, p []byte) error {
 		}
 		cn.hblock = append(cn.hblock, p...)
 		if len(cn.hblock) > maxHeaderBlock {
-			return errProtocol
+			return connError{errCodeEnhanceYourCalm, "a header block too large from the backend"}
 		}
 		if h.flags&flagEndHeaders == 0 {
 			return nil
 		}
 		id := cn.hblockID
 		cn.hblockID = 0
-		return cn.onHeaders(id, cn.hblockFlags, cn.hblock)
+		err := cn.onHeaders(id, cn.hblockFlags, cn.hblock)
+		if cap(cn.hblock) > 1<<20 {
+			cn.hblock = nil
+		}
+		return err
 	case frameRSTStream:
 		if len(p) != 4 || h.stream == 0 {
 			return errProtocol
 		}
 		cn.onReset(h.stream, binary.BigEndian.Uint32(p))
 	case frameSettings:
-		if h.stream != 0 || len(p)%6 != 0 {
+		if h.stream != 0 || len(p)%6 != 0 || h.flags&flagAck != 0 && len(p) != 0 {
 			return errProtocol
 		}
 		if h.flags&flagAck == 0 {
@@ -335,16 +517,13 @@ func (cn *conn) frame(h frameHeader, p []byte) error {
 			return errProtocol
 		}
 		if h.flags&flagAck == 0 {
-			cn.mu.Lock()
-			cn.wbuf = append(appendFrameHeader(cn.wbuf, 8, framePing, flagAck, 0), p...)
-			cn.mu.Unlock()
-			cn.kick()
+			cn.reply(append(appendFrameHeader(nil, 8, framePing, flagAck, 0), p...))
 		}
 	case frameGoAway:
 		if h.stream != 0 || len(p) < 8 {
 			return errProtocol
 		}
-		cn.onGoAway(binary.BigEndian.Uint32(p) & maxStreamID)
+		return cn.onGoAway(binary.BigEndian.Uint32(p)&maxStreamID, binary.BigEndian.Uint32(p[4:]))
 	case frameWindowUpdate:
 		if len(p) != 4 {
 			return errProtocol
@@ -356,6 +535,26 @@ func (cn *conn) frame(h frameHeader, p []byte) error {
 	return nil // PRIORITY and unknown frame types are ignored
 }
 
+// reply queues a frame the backend asked for and wakes the writer; with
+// maxReplies of them waiting, it waits for the writer before reading on.
+func (cn *conn) reply(frame []byte) {
+	cn.mu.Lock()
+	cn.ctrl = append(cn.ctrl, frame...)
+	cn.replies++
+	for cn.replies >= maxReplies && !cn.broken {
+		if cn.drained == nil {
+			cn.drained = make(chan struct{})
+		}
+		ch := cn.drained
+		cn.mu.Unlock()
+		cn.kick()
+		<-ch
+		cn.mu.Lock()
+	}
+	cn.mu.Unlock()
+	cn.kick()
+}
+
 func (cn *conn) onData(h frameHeader, p []byte) error {
 	q, ok := unpad(h, p)
 	if !ok || h.stream == 0 {
@@ -363,26 +562,24 @@ func (cn *conn) onData(h frameHeader, p []byte) error {
 	}
 	kick := false
 	cn.mu.Lock()
-	cn.recvUnacked += h.length
-	if cn.recvUnacked >= connWindow/4 {
-		cn.wbuf = appendWindowUpdate(cn.wbuf, 0, uint32(cn.recvUnacked))
-		cn.recvUnacked, kick = 0, true
+	defer cn.mu.Unlock()
+	// Padding counts against the windows too.
+	if cn.recvUnacked += h.length; cn.recvUnacked >= connWindow/4 {
+		kick = true
 	}
 	if call := cn.streams[h.stream]; call != nil {
 		call.recvUnacked += h.length
 		switch err := call.addData(q, cn.client.opts.MaxRecvMsgSize); {
 		case err != nil:
-			cn.wbuf = appendRSTStream(cn.wbuf, call.id, errCodeCancel)
+			call.resetWith(errCodeCancel)
 			cn.finishLocked(call, err)
-			kick = true
 		case h.flags&flagEndStream != 0:
 			cn.finishLocked(call, status.Error(codes.Internal, "server closed the stream without sending trailers"))
 		case call.recvUnacked >= streamWindow/4:
-			cn.wbuf = appendWindowUpdate(cn.wbuf, call.id, uint32(call.recvUnacked))
+			cn.ctrl = appendWindowUpdate(cn.ctrl, call.id, uint32(call.recvUnacked))
 			call.recvUnacked, kick = 0, true
 		}
 	}
-	cn.mu.Unlock()
 	if kick {
 		cn.kick()
 	}
@@ -393,40 +590,45 @@ func (cn *conn) onHeaders(id uint32, flags byte, block []byte) error {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	call := cn.streams[id]
+	end := flags&flagEndStream != 0
 	if call != nil {
-		call.inTrailers = call.gotHeaders || flags&flagEndStream != 0
-		call.gotHeaders = true
+		call.block = blockState{trailers: call.gotHeaders || end, initial: !call.gotHeaders}
 	}
-	cn.decCall = call
+	cn.decCall, cn.decSize = call, 0
+	cn.dec.SetEmitEnabled(true)
 	_, err := cn.dec.Write(block)
 	if err == nil {
 		err = cn.dec.Close()
 	}
 	cn.decCall = nil
 	if err != nil {
-		return err // the HPACK state is lost: the connection cannot go on
+		// The HPACK state is lost: the connection cannot go on.
+		return connError{errCodeCompression, "malformed HPACK from the backend"}
 	}
 	if call == nil {
 		return nil
 	}
-	if flags&flagEndStream != 0 {
-		cn.finishLocked(call, call.result())
-		return nil
+	if !cn.answered.Load() {
+		cn.answered.Store(true)
 	}
-	var err2 error
+	err = call.headersDone(end)
 	switch {
-	case call.inTrailers:
-		err2 = status.Error(codes.Internal, "transport: the backend's trailers do not end the stream")
-	case call.httpStatus != 200:
-		err2 = httpStatusError(call.httpStatus)
-	case !call.grpcContent: // grpc-go's code for an HTTP status of 200, which it has no mapping of
-		err2 = status.Error(codes.Unknown, "transport: the backend's response is not gRPC (content-type)")
+	case err != nil && !end:
+		call.resetWith(errCodeProtocol)
+	case err == nil && call.block.informational:
+		return nil // 1xx: the response's headers are still to come
+	case err == nil && !end:
+		return nil
+	case call.sent < len(call.out):
+		// The backend ended the stream before the request was all sent:
+		// end the client's side too, as grpc-go does, or the backend
+		// counts the stream as open.
+		call.resetWith(errCodeNo)
 	}
-	if err2 != nil {
-		cn.wbuf = appendRSTStream(cn.wbuf, id, errCodeCancel)
-		cn.finishLocked(call, err2)
-		cn.kick()
+	if err == nil {
+		err = call.result()
 	}
+	cn.finishLocked(call, err)
 	return nil
 }
 
@@ -467,6 +669,8 @@ func rstCodeName(code uint32) string {
 	return "UNKNOWN"
 }
 
+var errFlowControl = connError{errCodeFlowControl, "the backend overflowed a flow-control window"}
+
 func (cn *conn) onSettings(p []byte) error {
 	cn.mu.Lock()
 	for ; len(p) >= 6; p = p[6:] {
@@ -474,17 +678,28 @@ func (cn *conn) onSettings(p []byte) error {
 		switch binary.BigEndian.Uint16(p) {
 		case settingHeaderTableSize:
 			cn.enc.SetMaxDynamicTableSizeLimit(v)
+		case settingEnablePush:
+			if v > 1 {
+				cn.mu.Unlock()
+				return errProtocol
+			}
 		case settingMaxConcurrentStreams:
 			cn.maxStreams = v
 		case settingInitialWindowSize:
 			if v > maxWindow {
 				cn.mu.Unlock()
-				return errProtocol
+				return errFlowControl
 			}
-			delta := int32(v) - cn.peerWindow
+			delta := int64(v) - int64(cn.peerWindow)
+			for _, call := range cn.streams {
+				if int64(call.sendWin)+delta > maxWindow {
+					cn.mu.Unlock()
+					return errFlowControl
+				}
+			}
 			cn.peerWindow = int32(v)
 			for _, call := range cn.streams {
-				call.sendWin += delta
+				call.sendWin += int32(delta)
 			}
 		case settingMaxFrameSize:
 			if v < defaultMaxFrame || v > maxFrameLimit {
@@ -492,49 +707,118 @@ func (cn *conn) onSettings(p []byte) error {
 				return errProtocol
 			}
 			cn.maxFrame = int(v)
+		case settingMaxHeaderListSize:
+			cn.maxHeaders = v
 		}
 	}
-	cn.wbuf = appendFrameHeader(cn.wbuf, 0, frameSettings, flagAck, 0)
 	if !cn.gotSettings {
 		cn.gotSettings = true
 		close(cn.settings)
 	}
-	cn.signalLocked()
 	cn.mu.Unlock()
-	cn.kick()
+	cn.reply(appendFrameHeader(nil, 0, frameSettings, flagAck, 0))
 	return nil
 }
 
 // onGoAway stops new calls on the connection; calls the backend will not
-// process (ids above last) end as refused, to be retried elsewhere.
-func (cn *conn) onGoAway(last uint32) {
+// process (ids above last, and those still waiting for a stream) end as
+// refused, to be retried elsewhere. A GOAWAY with an error code is the
+// backend's last word: the calls it left open end too, and the
+// connection is closed.
+func (cn *conn) onGoAway(last, code uint32) error {
 	cn.draining.Store(true)
 	cn.client.retire(cn)
 	cn.mu.Lock()
-	defer cn.mu.Unlock()
+	refused := status.Error(codes.Unavailable, "transport: received GOAWAY from the backend")
 	for id, call := range cn.streams {
 		if id > last {
 			call.refused = true
-			cn.finishLocked(call, status.Error(codes.Unavailable, "transport: received GOAWAY from the backend"))
+			cn.finishLocked(call, refused)
 		}
 	}
-	if len(cn.streams) == 0 {
-		cn.kick() // controlLoop closes the idle connection
+	for len(cn.pending) > 0 {
+		call := cn.pending[0]
+		call.refused = true
+		cn.finishLocked(call, refused)
 	}
-	cn.signalLocked()
+	cn.mu.Unlock()
+	if code != errCodeNo {
+		cn.shut(status.Error(codes.Unavailable, "transport: the backend closed the connection with GOAWAY "+rstCodeName(code)))
+		return nil
+	}
+	cn.kick() // the writer closes the connection once it is idle
+	return nil
 }
 
 func (cn *conn) onWindowUpdate(id uint32, inc uint32) error {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if id == 0 {
-		if inc == 0 || cn.sendWindow+int64(inc) > maxWindow {
+		if inc == 0 {
 			return errProtocol
+		}
+		if cn.sendWindow+int64(inc) > maxWindow {
+			return errFlowControl
 		}
 		cn.sendWindow += int64(inc)
 	} else if call := cn.streams[id]; call != nil {
+		switch {
+		case inc == 0:
+			call.resetWith(errCodeProtocol)
+			cn.finishLocked(call, status.Error(codes.Internal, "transport: the backend sent a WINDOW_UPDATE of 0"))
+			return nil
+		case int64(call.sendWin)+int64(inc) > maxWindow:
+			call.resetWith(errCodeFlowControl)
+			cn.finishLocked(call, status.Error(codes.Internal, "transport: the backend overflowed the stream's flow-control window"))
+			return nil
+		}
 		call.sendWin += int32(inc)
 	}
-	cn.signalLocked()
+	if len(cn.sending) > 0 {
+		cn.kick()
+	}
 	return nil
+}
+
+// keepalive pings the backend when nothing was read for KeepaliveTime,
+// and closes the connection when nothing comes back within
+// KeepaliveTimeout, as grpc-go's keepalive does.
+func (cn *conn) keepalive() {
+	o := cn.client.opts
+	t := time.NewTimer(o.KeepaliveTime)
+	defer t.Stop()
+	for {
+		select {
+		case <-cn.done:
+			return
+		case <-t.C:
+		}
+		if cn.readSome.Swap(false) {
+			t.Reset(o.KeepaliveTime)
+			continue
+		}
+		cn.mu.Lock()
+		active := len(cn.streams) > 0 || len(cn.pending) > 0
+		if active || o.KeepalivePermitWithoutStream {
+			cn.ctrl = append(appendFrameHeader(cn.ctrl, 8, framePing, 0, 0), "bridgeka"...)
+		}
+		cn.mu.Unlock()
+		if !active && !o.KeepalivePermitWithoutStream {
+			t.Reset(o.KeepaliveTime)
+			continue
+		}
+		cn.kick()
+		t.Reset(o.KeepaliveTimeout)
+		select {
+		case <-cn.done:
+			return
+		case <-t.C:
+		}
+		if !cn.readSome.Swap(false) {
+			cn.client.opts.Logger.Debug("keepalive ping unanswered: closing the connection", "address", cn.client.ep.address)
+			cn.shut(status.Error(codes.Unavailable, "keepalive ping failed to receive ACK within timeout"))
+			return
+		}
+		t.Reset(o.KeepaliveTime)
+	}
 }

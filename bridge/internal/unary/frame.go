@@ -29,15 +29,19 @@ const (
 	settingMaxConcurrentStreams = 0x3
 	settingInitialWindowSize    = 0x4
 	settingMaxFrameSize         = 0x5
+	settingMaxHeaderListSize    = 0x6
 )
 
 // HTTP/2 error codes.
 const (
 	errCodeNo              = 0x0
 	errCodeProtocol        = 0x1
+	errCodeInternal        = 0x2
 	errCodeFlowControl     = 0x3
+	errCodeFrameSize       = 0x6
 	errCodeRefusedStream   = 0x7
 	errCodeCancel          = 0x8
+	errCodeCompression     = 0x9
 	errCodeEnhanceYourCalm = 0xb
 	errCodeInadequateSec   = 0xc
 )
@@ -73,6 +77,12 @@ func appendWindowUpdate(b []byte, stream uint32, inc uint32) []byte {
 
 func appendRSTStream(b []byte, stream uint32, code uint32) []byte {
 	b = appendFrameHeader(b, 4, frameRSTStream, 0, stream)
+	return binary.BigEndian.AppendUint32(b, code)
+}
+
+func appendGoAway(b []byte, last uint32, code uint32) []byte {
+	b = appendFrameHeader(b, 8, frameGoAway, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, last&maxStreamID)
 	return binary.BigEndian.AppendUint32(b, code)
 }
 
