@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 
@@ -24,7 +25,9 @@ import (
 // created for the same target.
 type DirectConn struct {
 	*grpc.ClientConn
-	lean *lean.Client
+	lean    *lean.Client
+	stop    context.CancelFunc // ends watch
+	watched chan struct{}      // closed when watch has returned
 }
 
 // DirectOptions configure the direct path of a DirectConn.
@@ -37,6 +40,12 @@ type DirectOptions struct {
 	MaxRecvMsgSize int
 	// Logger receives connection events at debug level; nil discards them.
 	Logger *slog.Logger
+	// KeepaliveTime, KeepaliveTimeout and KeepalivePermitWithoutStream
+	// are grpc-go's keepalive.ClientParameters; a zero KeepaliveTime
+	// turns keepalive off.
+	KeepaliveTime                time.Duration
+	KeepaliveTimeout             time.Duration
+	KeepalivePermitWithoutStream bool
 }
 
 // ErrUnsupportedTarget is returned by NewDirectConn for a target that
@@ -47,16 +56,39 @@ var ErrUnsupportedTarget = lean.ErrUnsupportedTarget
 
 // NewDirectConn returns cc with a direct path for unary calls to target.
 func NewDirectConn(cc *grpc.ClientConn, target string, opts DirectOptions) (*DirectConn, error) {
-	c, err := lean.New(target, lean.Options{Creds: opts.Creds, MaxRecvMsgSize: opts.MaxRecvMsgSize, Logger: opts.Logger})
+	c, err := lean.New(target, lean.Options{Creds: opts.Creds, MaxRecvMsgSize: opts.MaxRecvMsgSize, Logger: opts.Logger,
+		KeepaliveTime: opts.KeepaliveTime, KeepaliveTimeout: opts.KeepaliveTimeout, KeepalivePermitWithoutStream: opts.KeepalivePermitWithoutStream})
 	if err != nil {
 		return nil, err
 	}
 	c.Connect() // so that the first call does not wait for a dial
-	return &DirectConn{ClientConn: cc, lean: c}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &DirectConn{ClientConn: cc, lean: c, stop: cancel, watched: make(chan struct{})}
+	go d.watch(ctx)
+	return d, nil
+}
+
+// watch ends the direct client's backoff whenever grpc-go's connection to
+// the same backend becomes ready: after a long outage the direct path
+// backs off longer than grpc-go's (whose backoff the bridge caps at a
+// few seconds), and must not keep failing calls once the backend is back.
+func (d *DirectConn) watch(ctx context.Context) {
+	defer close(d.watched)
+	for {
+		s := d.ClientConn.GetState()
+		if s == connectivity.Ready {
+			d.lean.ResetBackoff()
+		}
+		if !d.ClientConn.WaitForStateChange(ctx, s) {
+			return
+		}
+	}
 }
 
 // Close closes both paths.
 func (d *DirectConn) Close() error {
+	d.stop()
+	<-d.watched
 	d.lean.Close()
 	return d.ClientConn.Close()
 }

@@ -14,7 +14,7 @@ func (s Settings) withGuardDefaults() Settings {
 	s.ShutdownDelay, s.Auth, s.MaxInFlight, s.MaxResponseBytes = d.ShutdownDelay, d.Auth, d.MaxInFlight, d.MaxResponseBytes
 	s.RateLimit, s.RateBurst = d.RateLimit, d.RateBurst
 	s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout = d.ReadHeaderTimeout, d.ReadTimeout, d.WriteTimeout, d.IdleTimeout
-	s.AccessLog, s.Metrics, s.DirectCalls = d.AccessLog, d.Metrics, d.DirectCalls
+	s.AccessLog, s.Metrics, s.DirectCalls, s.BackendKeepalive = d.AccessLog, d.Metrics, d.DirectCalls, d.BackendKeepalive
 	return s
 }
 

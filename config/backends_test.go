@@ -145,6 +145,8 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad duration", file: "call_timeout: 30\n", wantKey: "call_timeout", wantErr: ErrInvalidValue, want: "unit"},
 		{name: "bad nested duration", file: "max_call_timeout: soon\n", wantKey: "max_call_timeout", wantErr: ErrInvalidValue, want: "duration"},
 		{name: "max below call timeout", file: "call_timeout: 10s\nmax_call_timeout: 1s\n", wantKey: "max_call_timeout", wantErr: ErrInvalidValue, want: "at least call_timeout"},
+		{name: "keepalive below grpc-go's floor", file: "backend_keepalive:\n  time: 1s\n", wantKey: "backend_keepalive.time", wantErr: ErrInvalidValue, want: "at least 10s"},
+		{name: "keepalive timeout zero", file: "backend_keepalive:\n  time: 1m\n  timeout: 0s\n", wantKey: "backend_keepalive.timeout", wantErr: ErrInvalidValue, want: "positive"},
 		{name: "negative refresh", file: "refresh_interval: -1s\n", wantKey: "refresh_interval", wantErr: ErrInvalidValue},
 		{name: "missing listener certificate", file: "tls:\n  cert_file: " + missing + "\n  key_file: " + key + "\n", wantKey: "tls.cert_file", wantErr: ErrInvalidValue, want: "missing.pem"},
 		{name: "key without certificate", file: "tls:\n  key_file: " + key + "\n", wantKey: "tls.cert_file", wantErr: ErrInvalidValue, want: "missing"},

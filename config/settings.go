@@ -51,6 +51,9 @@ type Settings struct {
 	// grpc-go). It is ignored, and grpc-go used, with tracing on and for
 	// targets that need grpc-go's name resolution.
 	DirectCalls bool
+	// BackendKeepalive pings backends to find dead connections, on both
+	// call paths; its zero Time turns it off.
+	BackendKeepalive Keepalive
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 	// LogFormat is text or json.
@@ -90,6 +93,22 @@ type Settings struct {
 	// Tracing configures OpenTelemetry spans; its zero value records none.
 	Tracing Tracing
 }
+
+// Keepalive are grpc-go's keepalive.ClientParameters of backend
+// connections.
+type Keepalive struct {
+	// Time is how long a connection may go without a frame from the
+	// backend before the bridge pings it; zero turns keepalive off.
+	Time time.Duration
+	// Timeout is how long a ping waits for an answer before the
+	// connection is closed and its calls fail with code 14.
+	Timeout time.Duration
+	// PermitWithoutStream pings also while no call is in flight.
+	PermitWithoutStream bool
+}
+
+// MinKeepaliveTime is the shortest Keepalive.Time, as grpc-go's.
+const MinKeepaliveTime = 10 * time.Second
 
 // Auth are the authentication settings.
 type Auth struct {
@@ -188,6 +207,7 @@ func Defaults() Settings {
 		AccessLog:         true,
 		Metrics:           true,
 		DirectCalls:       true,
+		BackendKeepalive:  Keepalive{Timeout: 20 * time.Second},
 
 		Streaming: defaultStreaming(),
 		Tracing:   defaultTracing(),
@@ -249,6 +269,12 @@ func (s Settings) Validate() error {
 	}
 	if s.ShutdownTimeout <= 0 {
 		bad("shutdown_timeout", "must be positive, got %s", s.ShutdownTimeout)
+	}
+	if k := s.BackendKeepalive; k.Time != 0 && k.Time < MinKeepaliveTime {
+		bad("backend_keepalive.time", "must be 0s (off) or at least %s, got %s", MinKeepaliveTime, k.Time)
+	}
+	if s.BackendKeepalive.Timeout <= 0 {
+		bad("backend_keepalive.timeout", "must be positive, got %s", s.BackendKeepalive.Timeout)
 	}
 	errs = append(errs, s.validateGuard()...)
 	errs = append(errs, s.validateSources()...)

@@ -20,6 +20,7 @@ import (
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
@@ -66,7 +67,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	backends := s.BackendList()
 	sources := make([]bridgereflect.Source, 0, len(backends))
 	for _, b := range backends {
-		conn, err := backendConn(b, s.DirectCalls && tr == nil, log, tr.dialOptions()...)
+		conn, err := backendConn(b, s.DirectCalls && tr == nil, s.BackendKeepalive, log, tr.dialOptions()...)
 		if err != nil {
 			return usageError(err)
 		}
@@ -213,12 +214,16 @@ func backendName(b config.Backend) string {
 // backendConn is the connection the bridge calls b through: dialBackend's,
 // with the bridge's own client for unary calls when direct is set and b's
 // address allows it.
-func backendConn(b config.Backend, direct bool, log *slog.Logger, opts ...grpc.DialOption) (connCloser, error) {
+func backendConn(b config.Backend, direct bool, ka config.Keepalive, log *slog.Logger, opts ...grpc.DialOption) (connCloser, error) {
+	if ka.Time > 0 {
+		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: ka.Time, Timeout: ka.Timeout, PermitWithoutStream: ka.PermitWithoutStream}))
+	}
 	conn, creds, err := dialBackend(b, log, opts...)
 	if err != nil || !direct {
 		return conn, err
 	}
-	d, err := bridge.NewDirectConn(conn, b.Address, bridge.DirectOptions{Creds: creds, Logger: log})
+	d, err := bridge.NewDirectConn(conn, b.Address, bridge.DirectOptions{Creds: creds, Logger: log,
+		KeepaliveTime: ka.Time, KeepaliveTimeout: ka.Timeout, KeepalivePermitWithoutStream: ka.PermitWithoutStream})
 	if errors.Is(err, bridge.ErrUnsupportedTarget) {
 		log.Info("unary calls go through grpc-go: the address needs its name resolution", "backend", backendName(b))
 		return conn, nil

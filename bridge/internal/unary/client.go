@@ -309,6 +309,15 @@ func (c *Client) connectLocked() {
 	}
 }
 
+// ResetBackoff ends the wait before the next dial, as grpc-go's
+// ClientConn.ResetConnectBackoff: the next call dials at once. Use it
+// when the backend is known to be back.
+func (c *Client) ResetBackoff() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.backoff, c.retryAt = 0, time.Time{}
+}
+
 // contextStatus is the status of a call whose context is done.
 func contextStatus(ctx context.Context) error {
 	if ctx.Err() == context.DeadlineExceeded {
