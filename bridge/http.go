@@ -118,7 +118,13 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID, invalidRequest(err.Error())))
 		return
 	}
-	reply := s.Handle(s.outgoing(ctx, x, r.Header), in.Bytes(), out.AvailableBuffer())
+	ctx = s.outgoing(ctx, x, r.Header)
+	if reason, e := s.metadataTooLarge(MetadataSize(x.md)); e != nil {
+		s.refused(r.Context(), x, "metadata_too_large", reason)
+		refuseMetadata(w, e)
+		return
+	}
+	reply := s.Handle(ctx, in.Bytes(), out.AvailableBuffer())
 	if x.limited != nil {
 		s.tooMany(w, r, x, x.limited)
 		return

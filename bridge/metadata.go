@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
 // Metadata chooses which HTTP request headers travel to the backend as gRPC
@@ -159,6 +162,50 @@ func printable(v string) bool {
 		}
 	}
 	return true
+}
+
+// metadataFieldOverhead is what HTTP/2 adds to every field when it counts
+// the size of a header list (RFC 9113, section 6.5.2).
+const metadataFieldOverhead = 32
+
+// MetadataSize is the size of md as a backend counts it against its
+// header list limit: for every value, the length of the key, of the value
+// as gRPC sends it (a -bin value in base64 without padding) and 32.
+func MetadataSize(md metadata.MD) int64 {
+	var n int64
+	for key, values := range md {
+		bin := strings.HasSuffix(key, "-bin")
+		for _, v := range values {
+			size := len(v)
+			if bin {
+				size = base64.RawStdEncoding.EncodedLen(size)
+			}
+			n += int64(len(key) + size + metadataFieldOverhead)
+		}
+	}
+	return n
+}
+
+// metadataTooLarge says why a request whose metadata is size bytes is
+// refused, over MaxMetadataBytes, and gives its error; "" and nil when it
+// is within.
+func (s *Server) metadataTooLarge(size int64) (string, *mapping.Error) {
+	if size <= s.opts.MaxMetadataBytes {
+		return "", nil
+	}
+	limit := strconv.FormatInt(s.opts.MaxMetadataBytes, 10)
+	n := strconv.FormatInt(size, 10)
+	reason := "request metadata is " + n + " bytes, over max_metadata_bytes (" + limit + ")"
+	return reason, &mapping.Error{
+		Code:    mapping.CodeInvalidRequest,
+		Message: msgInvalidRequest + ": " + reason,
+		Data:    []byte(`{"setting":"max_metadata_bytes","limit":` + limit + `,"size":` + n + `}`),
+	}
+}
+
+// refuseMetadata answers 431 with e, from metadataTooLarge.
+func refuseMetadata(w http.ResponseWriter, e *mapping.Error) {
+	writeJSON(w, http.StatusRequestHeaderFieldsTooLarge, appendError(nil, nullID, e))
 }
 
 // captured holds the backend's response metadata of one call.

@@ -139,7 +139,7 @@ func TestMetricsAfterKnownCalls(t *testing.T) {
 	if s, ok := sample(fams, "jsonrpc_bridge_requests_refused_total", map[string]string{"reason": "unauthenticated"}); !ok || s.GetCounter().GetValue() != 1 {
 		t.Errorf("requests_refused_total{reason=unauthenticated}: got %v, want 1", s)
 	}
-	for _, reason := range []string{"in_flight", "rate_limit", "body_too_large", "bad_header", "unreadable_body", "method_not_allowed", "not_websocket", "not_discovered"} {
+	for _, reason := range []string{"in_flight", "rate_limit", "body_too_large", "metadata_too_large", "bad_header", "unreadable_body", "method_not_allowed", "not_websocket", "not_discovered"} {
 		if s, ok := sample(fams, "jsonrpc_bridge_requests_refused_total", map[string]string{"reason": reason}); !ok || s.GetCounter().GetValue() != 0 {
 			t.Errorf("requests_refused_total{reason=%s}: got %v, want a 0 registered from the start", reason, s)
 		}

@@ -23,7 +23,7 @@ const refusalMaxBody = 64
 // refusalReasons are the reasons of jsonrpc_bridge_requests_refused_total,
 // every one registered from the start.
 var refusalReasons = []string{"unauthenticated", "in_flight", "rate_limit",
-	"body_too_large", "bad_header", "unreadable_body", "method_not_allowed",
+	"body_too_large", "metadata_too_large", "bad_header", "unreadable_body", "method_not_allowed",
 	"not_websocket", "not_discovered"}
 
 // refusedLine is an access log line of a refused request.
@@ -206,6 +206,18 @@ func TestRefusals(t *testing.T) {
 			body: invalidReply(`Invalid Request: the Grpc-Metadata-Note header has characters gRPC metadata cannot carry`),
 		},
 		{
+			name: "metadata_too_large",
+			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
+				return sendRequest(t, http.MethodPost, u, http.Header{"X-Request-Id": {rid}, "Grpc-Metadata-Big": {strings.Repeat("x", 20000)}},
+					strings.NewReader(hello))
+			},
+			// big: 3+20000+32; x-request-id: 12+26+32
+			status: http.StatusRequestHeaderFieldsTooLarge, reason: "metadata_too_large",
+			detail: "request metadata is 20105 bytes, over max_metadata_bytes (16384)",
+			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: request metadata is 20105 bytes, over max_metadata_bytes (16384)",` +
+				`"data":{"setting":"max_metadata_bytes","limit":16384,"size":20105}}}`,
+		},
+		{
 			name:   "unreadable_body",
 			send:   sendTruncated,
 			status: http.StatusBadRequest, reason: "unreadable_body", detail: "unexpected EOF",
@@ -267,6 +279,17 @@ func TestRefusals(t *testing.T) {
 			},
 			status: http.StatusBadRequest, reason: "bad_header", detail: "the Grpc-Metadata-Blob-Bin header is not base64",
 			body: invalidReply(`Invalid Request: the Grpc-Metadata-Blob-Bin header is not base64`),
+		},
+		{
+			name: "ws/metadata_too_large",
+			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
+				return sendPath(t, http.MethodGet, u, "/ws", upgradeHeaders(rid, http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 20000)}}), nil)
+			},
+			// big: 3+20000+32; x-request-id: 12+29+32
+			status: http.StatusRequestHeaderFieldsTooLarge, reason: "metadata_too_large",
+			detail: "request metadata is 20108 bytes, over max_metadata_bytes (16384)",
+			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: request metadata is 20108 bytes, over max_metadata_bytes (16384)",` +
+				`"data":{"setting":"max_metadata_bytes","limit":16384,"size":20108}}}`,
 		},
 		{
 			name: "openrpc/method_not_allowed",

@@ -15,6 +15,7 @@ import (
 // Defaults for the zero values of Options.
 const (
 	DefaultMaxBodyBytes     = 4 << 20
+	DefaultMaxMetadataBytes = 16 << 10
 	DefaultMaxBatchSize     = 100
 	DefaultBatchParallelism = 100
 	DefaultCallTimeout      = 30 * time.Second
@@ -50,6 +51,12 @@ type Options struct {
 	// Metadata chooses the headers forwarded to the backend and returned
 	// from it. The zero value forwards only Grpc-Metadata-* headers.
 	Metadata Metadata
+	// MaxMetadataBytes bounds the metadata the calls of one request (a
+	// POST, or a WebSocket connection's upgrade request) would carry to
+	// the backend, counted as HTTP/2 counts a header list (see
+	// MetadataSize); a larger request is refused with HTTP 431 before
+	// anything is called. Zero means DefaultMaxMetadataBytes.
+	MaxMetadataBytes int64
 	// ReadinessDetails, if not nil, is called by GET /readyz; its JSON
 	// encoding is served as the "details" member, such as the state of
 	// each backend's discovery.
@@ -140,6 +147,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxMetadataBytes <= 0 {
+		o.MaxMetadataBytes = DefaultMaxMetadataBytes
 	}
 	if o.MaxBatchSize <= 0 {
 		o.MaxBatchSize = DefaultMaxBatchSize

@@ -135,6 +135,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if x := exchangeFrom(ctx); x != nil {
 		ctx = s.outgoing(ctx, x, r.Header) // identity, request id, trace context
 	}
+	if reason, e := s.metadataTooLarge(MetadataSize(outgoingMD(ctx))); e != nil {
+		s.refusedHere(r, "metadata_too_large", reason)
+		refuseMetadata(w, e)
+		return
+	}
 	closing, ok := s.ws.add()
 	if !ok {
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"error":"the server is shutting down"}`))

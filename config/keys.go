@@ -46,6 +46,7 @@ func keys() []key {
 		{name: "max_call_timeout", usage: "longest deadline a client may ask for with Grpc-Timeout or X-Request-Timeout; 0s means call_timeout", field: func(s *Settings) any { return &s.MaxCallTimeout }},
 		{name: "metadata.request_headers", usage: "HTTP request headers forwarded to backends as gRPC metadata (Grpc-Metadata-* always are)", field: func(s *Settings) any { return &s.Metadata.RequestHeaders }},
 		{name: "metadata.response_headers", usage: "backend response headers and trailers returned as HTTP headers of a single call", field: func(s *Settings) any { return &s.Metadata.ResponseHeaders }},
+		{name: "max_metadata_bytes", usage: "largest metadata one request forwards to a backend, in bytes as HTTP/2 counts a header list; larger requests get HTTP 431", field: func(s *Settings) any { return &s.MaxMetadataBytes }},
 		{name: "refresh_interval", usage: "rediscover the backends' services this often; 0s turns it off", field: func(s *Settings) any { return &s.RefreshInterval }},
 		{name: "emit_unpopulated", usage: "include fields holding default values in results", field: func(s *Settings) any { return &s.EmitUnpopulated }},
 		{name: "direct_calls", usage: "send unary calls through the bridge's own HTTP/2 client instead of grpc-go's (not with tracing)", field: func(s *Settings) any { return &s.DirectCalls }},

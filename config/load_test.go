@@ -57,11 +57,11 @@ func TestLoad(t *testing.T) {
 			name: "flags",
 			args: []string{"--backend", "localhost:50051", "--listen", ":9000", "--max-body-bytes", "10",
 				"--max-batch-size", "2", "--batch-parallelism", "1", "--call-timeout", "2s", "--emit-unpopulated",
-				"--log-level", "debug", "--log-format", "json", "--shutdown-timeout", "1m"},
+				"--log-level", "debug", "--log-format", "json", "--shutdown-timeout", "1m", "--max-metadata-bytes", "4096"},
 			want: func(s *Settings) {
 				*s = Settings{Backend: "localhost:50051", Listen: ":9000", MaxBodyBytes: 10, MaxBatchSize: 2,
 					BatchParallelism: 1, CallTimeout: 2 * time.Second, EmitUnpopulated: true, LogLevel: "debug",
-					LogFormat: "json", ShutdownTimeout: time.Minute, RefreshInterval: 5 * time.Minute}.withGuardDefaults().withStreamingDefaults().withTracingDefaults()
+					LogFormat: "json", ShutdownTimeout: time.Minute, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 4096}.withGuardDefaults().withStreamingDefaults().withTracingDefaults()
 			},
 		},
 		{
@@ -69,22 +69,23 @@ func TestLoad(t *testing.T) {
 			env: map[string]string{"BRIDGE_BACKEND": "dns:///b:1", "BRIDGE_LISTEN": "0.0.0.0:80",
 				"BRIDGE_MAX_BODY_BYTES": "1024", "BRIDGE_MAX_BATCH_SIZE": "7", "BRIDGE_BATCH_PARALLELISM": "3",
 				"BRIDGE_CALL_TIMEOUT": "1m30s", "BRIDGE_EMIT_UNPOPULATED": "true", "BRIDGE_LOG_LEVEL": "warn",
-				"BRIDGE_LOG_FORMAT": "json", "BRIDGE_SHUTDOWN_TIMEOUT": "5s"},
+				"BRIDGE_LOG_FORMAT": "json", "BRIDGE_SHUTDOWN_TIMEOUT": "5s", "BRIDGE_MAX_METADATA_BYTES": "100000"},
 			want: func(s *Settings) {
 				*s = Settings{Backend: "dns:///b:1", Listen: "0.0.0.0:80", MaxBodyBytes: 1024, MaxBatchSize: 7,
 					BatchParallelism: 3, CallTimeout: 90 * time.Second, EmitUnpopulated: true, LogLevel: "warn",
-					LogFormat: "json", ShutdownTimeout: 5 * time.Second, RefreshInterval: 5 * time.Minute}.withGuardDefaults().withStreamingDefaults().withTracingDefaults()
+					LogFormat: "json", ShutdownTimeout: 5 * time.Second, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 100000}.withGuardDefaults().withStreamingDefaults().withTracingDefaults()
 			},
 		},
 		{
 			name: "file by flag",
 			args: []string{"--config", "$FILE"},
 			file: "backend: b:1\nlisten: \":0\"\nmax_body_bytes: 99\nmax_batch_size: 4\nbatch_parallelism: 2\n" +
-				"call_timeout: 250ms\nemit_unpopulated: true\nlog_level: error\nlog_format: json\nshutdown_timeout: 2s\n",
+				"call_timeout: 250ms\nemit_unpopulated: true\nlog_level: error\nlog_format: json\nshutdown_timeout: 2s\n" +
+				"max_metadata_bytes: 512\n",
 			want: func(s *Settings) {
 				*s = Settings{Backend: "b:1", Listen: ":0", MaxBodyBytes: 99, MaxBatchSize: 4,
 					BatchParallelism: 2, CallTimeout: 250 * time.Millisecond, EmitUnpopulated: true, LogLevel: "error",
-					LogFormat: "json", ShutdownTimeout: 2 * time.Second, RefreshInterval: 5 * time.Minute}.withGuardDefaults().withStreamingDefaults().withTracingDefaults()
+					LogFormat: "json", ShutdownTimeout: 2 * time.Second, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 512}.withGuardDefaults().withStreamingDefaults().withTracingDefaults()
 			},
 		},
 		{
@@ -152,6 +153,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "zero parallelism", env: map[string]string{"BRIDGE_BATCH_PARALLELISM": "0"}, wantKey: "batch_parallelism", wantErr: ErrInvalidValue},
 		{name: "negative body", env: map[string]string{"BRIDGE_MAX_BODY_BYTES": "-1"}, wantKey: "max_body_bytes", wantErr: ErrInvalidValue},
 		{name: "body not a number", env: map[string]string{"BRIDGE_MAX_BODY_BYTES": "4MiB"}, wantKey: "max_body_bytes", wantErr: ErrInvalidValue},
+		{name: "zero metadata", args: []string{"--max-metadata-bytes", "0"}, wantKey: "max_metadata_bytes", wantErr: ErrInvalidValue},
+		{name: "metadata not a number", env: map[string]string{"BRIDGE_MAX_METADATA_BYTES": "16KiB"}, wantKey: "max_metadata_bytes", wantErr: ErrInvalidValue},
 		{name: "batch not a number", args: []string{"--config", "$FILE"}, file: "max_batch_size: many\n", wantKey: "max_batch_size", wantErr: ErrInvalidValue},
 		{name: "fraction", args: []string{"--config", "$FILE"}, file: "max_batch_size: 1.5\n", wantKey: "max_batch_size", wantErr: ErrInvalidValue},
 		{name: "unparsable duration", env: map[string]string{"BRIDGE_CALL_TIMEOUT": "soon"}, wantKey: "call_timeout", wantErr: ErrInvalidValue},

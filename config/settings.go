@@ -42,6 +42,9 @@ type Settings struct {
 	MaxCallTimeout time.Duration
 	// Metadata chooses the headers forwarded to and returned from backends.
 	Metadata Metadata
+	// MaxMetadataBytes bounds the metadata one request forwards to a
+	// backend (see bridge.MetadataSize).
+	MaxMetadataBytes int64
 	// RefreshInterval is the period of rediscovery; zero turns it off.
 	RefreshInterval time.Duration
 	// EmitUnpopulated makes results carry fields holding default values.
@@ -193,6 +196,7 @@ func Defaults() Settings {
 		MaxBatchSize:     100,
 		BatchParallelism: 100,
 		CallTimeout:      30 * time.Second,
+		MaxMetadataBytes: 16 << 10,
 		RefreshInterval:  5 * time.Minute,
 		LogLevel:         "info",
 		LogFormat:        "text",
@@ -263,6 +267,9 @@ func (s Settings) Validate() error {
 	}
 	if s.MaxCallTimeout < 0 || s.MaxCallTimeout > 0 && s.MaxCallTimeout < s.CallTimeout {
 		bad("max_call_timeout", "must be 0s or at least call_timeout (%s), got %s", s.CallTimeout, s.MaxCallTimeout)
+	}
+	if s.MaxMetadataBytes <= 0 {
+		bad("max_metadata_bytes", "must be positive, got %d", s.MaxMetadataBytes)
 	}
 	if s.RefreshInterval < 0 {
 		bad("refresh_interval", "must be 0s (off) or positive, got %s", s.RefreshInterval)

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jhump/protoreflect/v2/grpcreflect"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // ErrReflectionUnsupported is wrapped by Discover's error when the backend
@@ -23,43 +21,55 @@ var ErrReflectionUnsupported = errors.New("reflect: backend has no reflection se
 // services it lists, except grpc.reflection.*. Every file they need, with all
 // its transitive imports, goes into a private protoregistry.Files.
 //
+// Files are repaired as they are built: a file using a type it does not
+// import (@grpc/reflection 1.0.4 serves every file without its
+// dependency list) gets the file declaring that type as a dependency: one
+// the backend gave, one it gives when asked for the type, or the bridge's
+// own copy of a google/protobuf file. A service that still cannot be
+// described is left out and listed by Registry.Skipped; the others are
+// served. Both reflection versions go through the same repair.
+//
 // A backend without reflection gives an error wrapping
-// ErrReflectionUnsupported. Other failures keep their gRPC status
-// (status.Code finds it) and, once ctx is done, wrap ctx.Err() as well.
+// ErrReflectionUnsupported. Other failures (the stream breaks, the backend
+// answers a transient error) keep their gRPC status (status.Code finds
+// it) and, once ctx is done, wrap ctx.Err() as well.
 func Discover(ctx context.Context, conn grpc.ClientConnInterface) (*Registry, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	client := grpcreflect.NewClientAuto(ctx, conn)
-	defer client.Reset() // closes the reflection stream
-
-	names, err := client.ListServices()
+	client, names, err := startReflection(ctx, conn)
 	if err != nil {
-		return nil, discoveryError(ctx, "list services", err)
+		return nil, err
 	}
-	files := new(protoregistry.Files)
+	defer client.close()
+
+	d := newDescriber(client)
 	listed := make(map[protoreflect.FullName]bool, len(names))
 	var skipped []SkippedService
 	for _, name := range names {
-		if strings.HasPrefix(string(name), reflectionPackage) {
+		if strings.HasPrefix(name, reflectionPackage) {
 			continue
 		}
-		fd, err := client.FileContainingSymbol(name)
-		if grpcreflect.IsElementNotFoundError(err) {
-			// The backend lists the service but cannot describe it (its
-			// file is not in the server's registry): serve the others.
-			skipped = append(skipped, SkippedService{Name: string(name), Err: err})
-			continue
-		}
+		path, err := d.serviceFile(name)
 		if err != nil {
-			return nil, discoveryError(ctx, "resolve service "+string(name), err)
+			return nil, discoveryError(ctx, "resolve service "+name, err)
 		}
-		if err := registerFile(files, fd); err != nil {
-			skipped = append(skipped, SkippedService{Name: string(name), Err: err})
+		if path == "" {
+			skipped = append(skipped, SkippedService{Name: name,
+				Reason: "the backend's reflection gives no file declaring it",
+				Err:    fmt.Errorf("no file declares %s", name)})
 			continue
 		}
-		listed[name] = true
+		_, fe, err := d.build(path, 0)
+		if err != nil {
+			return nil, discoveryError(ctx, "resolve service "+name, err)
+		}
+		if fe != nil {
+			skipped = append(skipped, SkippedService{Name: name, Reason: fe.Reason, Err: fe.Err})
+			continue
+		}
+		listed[protoreflect.FullName(name)] = true
 	}
-	reg, err := newRegistry(files, func(sd protoreflect.ServiceDescriptor) bool {
+	reg, err := newRegistry(d.files, func(sd protoreflect.ServiceDescriptor) bool {
 		return listed[sd.FullName()]
 	})
 	if err != nil {
@@ -73,7 +83,12 @@ func Discover(ctx context.Context, conn grpc.ClientConnInterface) (*Registry, er
 // discovery could not get or use; it is left out of the registry.
 type SkippedService struct {
 	Name string
-	Err  error
+	// Reason is why, in a sentence for operators, such as
+	// "ghost.proto refers to ghost.v1.Missing, which the backend's
+	// reflection does not describe".
+	Reason string
+	// Err has the details, for logs.
+	Err error
 }
 
 // discoveryError wraps err from the reflection client, turning
@@ -87,23 +102,4 @@ func discoveryError(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("reflect: %s: %w: %w", op, ctxErr, err)
 	}
 	return fmt.Errorf("reflect: %s: %w", op, err)
-}
-
-// registerFile adds fd and, before it, its transitive imports to files. A
-// path already in files is skipped, so shared imports are registered once.
-func registerFile(files *protoregistry.Files, fd protoreflect.FileDescriptor) error {
-	if _, err := files.FindFileByPath(fd.Path()); err == nil {
-		return nil
-	}
-	imports := fd.Imports()
-	for i := range imports.Len() {
-		imp := imports.Get(i)
-		if imp.IsPlaceholder() {
-			return fmt.Errorf("%s imports missing file %s", fd.Path(), imp.Path())
-		}
-		if err := registerFile(files, imp.FileDescriptor); err != nil {
-			return err
-		}
-	}
-	return files.RegisterFile(fd)
 }

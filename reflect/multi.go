@@ -14,7 +14,8 @@ import (
 // Filter returns a registry of the services of r whose full names match
 // at least one include pattern (any, when include is empty) and no exclude
 // pattern. Patterns use path.Match syntax, where * also matches dots:
-// "demo.*", "*.Greeter", "test.v1.TestService".
+// "demo.*", "*.Greeter", "test.v1.TestService". Skipped keeps the skipped
+// services the patterns select.
 func (r *Registry) Filter(include, exclude []string) (*Registry, error) {
 	if len(include) == 0 && len(exclude) == 0 {
 		return r, nil
@@ -32,7 +33,16 @@ func (r *Registry) Filter(include, exclude []string) (*Registry, error) {
 			return nil, fmt.Errorf("reflect: service pattern %q: %w", p, err)
 		}
 	}
-	return newRegistry(r.files, keep)
+	out, err := newRegistry(r.files, keep)
+	if err != nil {
+		return nil, err
+	}
+	for _, sk := range r.skipped {
+		if (len(include) == 0 || matchAny(include, sk.Name)) && !matchAny(exclude, sk.Name) {
+			out.skipped = append(out.skipped, sk)
+		}
+	}
+	return out, nil
 }
 
 // matchAny reports whether name matches one of patterns, which are valid.

@@ -46,7 +46,7 @@ func TestDiscoverSkipsServicesWithoutDescriptors(t *testing.T) {
 		t.Errorf("helloworld.Greeter.SayHello is missing; methods %v", methodNames(reg))
 	}
 	skipped := reg.Skipped()
-	if len(skipped) != 1 || skipped[0].Name != "ghost.v1.Ghost" || skipped[0].Err == nil {
-		t.Errorf("got skipped %+v, want ghost.v1.Ghost with its error", skipped)
+	if len(skipped) != 1 || skipped[0].Name != "ghost.v1.Ghost" || skipped[0].Err == nil || skipped[0].Reason == "" {
+		t.Errorf("got skipped %+v, want ghost.v1.Ghost with its reason and error", skipped)
 	}
 }

@@ -169,3 +169,22 @@ func registryOfSet(set *descriptorpb.FileDescriptorSet) (*Registry, error) {
 	}
 	return reg, nil
 }
+
+// registerFile adds fd and, before it, its transitive imports to files. A
+// path already in files is skipped, so shared imports are registered once.
+func registerFile(files *protoregistry.Files, fd protoreflect.FileDescriptor) error {
+	if _, err := files.FindFileByPath(fd.Path()); err == nil {
+		return nil
+	}
+	imports := fd.Imports()
+	for i := range imports.Len() {
+		imp := imports.Get(i)
+		if imp.IsPlaceholder() {
+			return fmt.Errorf("%s imports missing file %s", fd.Path(), imp.Path())
+		}
+		if err := registerFile(files, imp.FileDescriptor); err != nil {
+			return err
+		}
+	}
+	return files.RegisterFile(fd)
+}

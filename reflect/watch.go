@@ -53,6 +53,16 @@ type BackendStatus struct {
 	Methods     int       `json:"methods"`
 	LastRefresh time.Time `json:"last_refresh,omitzero"` // the last successful discovery
 	LastError   string    `json:"last_error,omitempty"`  // of the last failed discovery, if the last one failed
+	// Skipped lists the services the backend lists (and include and
+	// exclude select) that the last successful discovery left out because
+	// their descriptors could not be got or used.
+	Skipped []SkippedStatus `json:"skipped,omitempty"`
+}
+
+// SkippedStatus is a service left out of a backend's registry and why.
+type SkippedStatus struct {
+	Service string `json:"service"`
+	Reason  string `json:"reason"`
 }
 
 // Status is a snapshot of a Watcher's state, for readiness probes.
@@ -207,25 +217,39 @@ func (w *Watcher) discover(ctx context.Context, i int) error {
 	s := w.sources[i]
 	reg, err := discoverOnce(ctx, s.Conn, attemptTimeout)
 	if err == nil {
-		for _, sk := range reg.Skipped() {
-			w.log.WarnContext(ctx, "reflect: a service is left out: the backend gives no usable descriptors for it",
-				"backend", s.Name, "service", sk.Name, "error", sk.Err)
-		}
 		reg, err = reg.Filter(s.Include, s.Exclude)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := &w.status[i]
 	if err != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		st := &w.status[i]
 		st.LastError = err.Error()
 		if w.regs[i] != nil {
 			st.State = StateStale
 		}
 		return err
 	}
+	w.mu.Lock()
+	before := w.status[i].Skipped // only this goroutine discovers source i
+	w.mu.Unlock()
+	var skipped []SkippedStatus
+	for _, sk := range reg.Skipped() {
+		st := SkippedStatus{Service: sk.Name, Reason: sk.Reason}
+		skipped = append(skipped, st)
+		// Warned once; the same service left out for the same reason by
+		// the next refreshes is logged at Debug.
+		level := slog.LevelWarn
+		if slices.Contains(before, st) {
+			level = slog.LevelDebug
+		}
+		w.log.Log(ctx, level, "reflect: a service is left out: the backend gives no usable descriptors for it",
+			"backend", s.Name, "service", sk.Name, "reason", sk.Reason, "error", sk.Err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.regs[i] = reg
-	*st = BackendStatus{Name: s.Name, State: StateReady, Services: len(reg.services),
-		Methods: len(reg.methods), LastRefresh: time.Now()}
+	w.status[i] = BackendStatus{Name: s.Name, State: StateReady, Services: len(reg.services),
+		Methods: len(reg.methods), LastRefresh: time.Now(), Skipped: skipped}
 	return nil
 }
 

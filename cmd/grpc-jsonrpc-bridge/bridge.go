@@ -107,6 +107,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 		CallTimeout:      s.CallTimeout,
 		MaxCallTimeout:   s.MaxCallTimeout,
 		Metadata:         bridge.Metadata{RequestHeaders: s.Metadata.RequestHeaders, ResponseHeaders: s.Metadata.ResponseHeaders},
+		MaxMetadataBytes: s.MaxMetadataBytes,
 		ReadinessDetails: readiness(s, watcher),
 		EmitUnpopulated:  s.EmitUnpopulated,
 		Document:         documentInfo(s, dialable(lis.Addr())),

@@ -170,3 +170,32 @@ func TestServeMetadataAndDeadlines(t *testing.T) {
 		t.Errorf("got exit code %d, want 0; stderr:\n%s", code, p.stderr.rest())
 	}
 }
+
+// TestServeMaxMetadataBytes: --max-metadata-bytes reaches the bridge: a
+// request forwarding more metadata gets HTTP 431 and never reaches the
+// backend; one within it does.
+func TestServeMaxMetadataBytes(t *testing.T) {
+	be := &recordingBackend{sleeping: make(chan struct{}, 1), cancelled: make(chan struct{}, 1)}
+	backend := startBackend(t, be.intercept)
+	_, addr := startBridge(t, "--backend", backend, "--max-metadata-bytes", "300")
+	url := "http://" + addr + "/"
+	// x-request-id: 12 + 5 + 32; big: 3 + n + 32, so 216 fits and 217 does not.
+	for _, tt := range []struct {
+		n      int
+		status int
+	}{{216, 200}, {217, 431}} {
+		h := http.Header{"X-Request-Id": {"rid-1"}, "Grpc-Metadata-Big": {strings.Repeat("x", tt.n)}}
+		status, r, _ := rpc(t, http.DefaultClient, url, call("helloworld.Greeter.SayHello"), h)
+		if status != tt.status {
+			t.Errorf("metadata of %d bytes: got HTTP %d %v, want %d", 49+35+tt.n, status, r, tt.status)
+		}
+		if tt.status == 431 && code(r) != -32600 {
+			t.Errorf("over the limit: got %v, want -32600", r)
+		}
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if len(be.calls) != 1 {
+		t.Errorf("the backend saw %d calls, want 1 (the one within the limit)", len(be.calls))
+	}
+}

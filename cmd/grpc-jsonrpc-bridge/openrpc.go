@@ -88,6 +88,10 @@ func documentMethods(ctx context.Context, s config.Settings, log *slog.Logger) (
 		if reg, err = reg.Filter(b.Include, b.Exclude); err != nil {
 			return nil, usageError(err)
 		}
+		for _, sk := range reg.Skipped() {
+			log.Warn("reflect: a service is left out: the backend gives no usable descriptors for it",
+				"backend", backendName(b), "service", sk.Name, "reason", sk.Reason, "error", sk.Err)
+		}
 		parts = append(parts, bridgereflect.Part{Name: backendName(b), Conn: conn, Registry: reg})
 	}
 	cat, err := bridgereflect.Merge(parts)

@@ -1,0 +1,477 @@
+package reflect
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+
+	// The well-known types' files, which describe files may refer to
+	// without the backend serving them: they are in GlobalFiles once
+	// linked in.
+	_ "google.golang.org/protobuf/types/known/anypb"
+	_ "google.golang.org/protobuf/types/known/apipb"
+	_ "google.golang.org/protobuf/types/known/durationpb"
+	_ "google.golang.org/protobuf/types/known/emptypb"
+	_ "google.golang.org/protobuf/types/known/fieldmaskpb"
+	_ "google.golang.org/protobuf/types/known/sourcecontextpb"
+	_ "google.golang.org/protobuf/types/known/structpb"
+	_ "google.golang.org/protobuf/types/known/timestamppb"
+	_ "google.golang.org/protobuf/types/known/typepb"
+	_ "google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// wellKnownPrefix is the path of the files the bridge has its own copies
+// of, used when the backend does not serve them.
+const wellKnownPrefix = "google/protobuf/"
+
+// Bounds against a backend answering without end.
+const (
+	maxFiles       = 10000 // files taken from one backend's answers
+	maxImportDepth = 1024  // length of a chain of imports
+)
+
+// describer turns the FileDescriptorProtos a backend's reflection gives
+// into file descriptors, repairing what servers get wrong: a file that
+// uses a type of another file without listing that file among its
+// dependencies (as @grpc/reflection 1.0.4 serves every file) gets the
+// dependency added, the file being one the backend gave or gives when
+// asked for the type, or the bridge's own copy of a well-known type's
+// file. A dependency no one has is dropped, in case nothing of it is
+// used. A file that still does not build is a *fileError, and so is every
+// file needing it.
+type describer struct {
+	c       *reflectionClient
+	pool    map[string]*descriptorpb.FileDescriptorProto // every file given, by path
+	symbols map[protoreflect.FullName][]string           // the paths of the pool's files declaring each name
+	asked   map[string]bool                              // symbols ("s:") and files ("f:") asked for already
+	files   *protoregistry.Files                         // the files built
+	failed  map[string]*fileError
+	open    map[string]bool // files being built, for cycles
+}
+
+// fileError says why a file cannot be described: Reason is a sentence for
+// operators, Err the details.
+type fileError struct {
+	Reason string
+	Err    error
+}
+
+func newDescriber(c *reflectionClient) *describer {
+	return &describer{
+		c:       c,
+		pool:    make(map[string]*descriptorpb.FileDescriptorProto),
+		symbols: make(map[protoreflect.FullName][]string),
+		asked:   make(map[string]bool),
+		files:   new(protoregistry.Files),
+		failed:  make(map[string]*fileError),
+		open:    make(map[string]bool),
+	}
+}
+
+// add puts the files of an answer into the pool; a path already there
+// keeps its first file.
+func (d *describer) add(answer [][]byte) error {
+	for _, b := range answer {
+		fdp := new(descriptorpb.FileDescriptorProto)
+		if err := proto.Unmarshal(b, fdp); err != nil {
+			return fmt.Errorf("the backend sent a file descriptor that does not decode: %w", err)
+		}
+		if err := d.put(fdp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *describer) put(fdp *descriptorpb.FileDescriptorProto) error {
+	path := fdp.GetName()
+	if _, ok := d.pool[path]; ok {
+		return nil
+	}
+	if len(d.pool) >= maxFiles {
+		return fmt.Errorf("the backend describes more than %d files", maxFiles)
+	}
+	d.pool[path] = fdp
+	for name := range declarations(fdp) {
+		d.symbols[name] = append(d.symbols[name], path)
+	}
+	return nil
+}
+
+// askSymbol asks the backend once for the files declaring name and adds
+// them to the pool. Only a broken stream or a transient error answer is
+// an error.
+func (d *describer) askSymbol(name string) error {
+	if d.asked["s:"+name] {
+		return nil
+	}
+	d.asked["s:"+name] = true
+	answer, err := d.c.fileContainingSymbol(name)
+	return d.took(answer, err)
+}
+
+// askFile is askSymbol for a file's path.
+func (d *describer) askFile(path string) error {
+	if d.asked["f:"+path] {
+		return nil
+	}
+	d.asked["f:"+path] = true
+	answer, err := d.c.fileByFilename(path)
+	return d.took(answer, err)
+}
+
+func (d *describer) took(answer [][]byte, err error) error {
+	if ae, ok := errors.AsType[*answerError](err); ok && !ae.transient() {
+		return nil // the backend does not know it
+	}
+	if err != nil {
+		return err
+	}
+	return d.add(answer)
+}
+
+// wellKnown puts the bridge's copy of the well-known types' file at path
+// into the pool, reporting whether there is one.
+func (d *describer) wellKnown(path string) (bool, error) {
+	if !strings.HasPrefix(path, wellKnownPrefix) {
+		return false, nil
+	}
+	fd, err := protoregistry.GlobalFiles.FindFileByPath(path)
+	if err != nil {
+		return false, nil
+	}
+	return true, d.put(protodesc.ToFileDescriptorProto(fd))
+}
+
+// file returns the pool's file at path, asking the backend for it, then
+// taking the bridge's copy of a well-known type's file; nil when no one
+// has it.
+func (d *describer) file(path string) (*descriptorpb.FileDescriptorProto, error) {
+	if fdp, ok := d.pool[path]; ok {
+		return fdp, nil
+	}
+	if err := d.askFile(path); err != nil {
+		return nil, err
+	}
+	if _, err := d.wellKnown(path); err != nil {
+		return nil, err
+	}
+	return d.pool[path], nil
+}
+
+// definer returns the path of a file declaring one of names, tried in
+// order: the pool's files, then the backend's answer for each, then the
+// bridge's well-known types; "" when no one declares any.
+func (d *describer) definer(names []protoreflect.FullName) (string, error) {
+	for _, n := range names {
+		if paths := d.symbols[n]; len(paths) > 0 {
+			return paths[0], nil
+		}
+	}
+	for _, n := range names {
+		if err := d.askSymbol(string(n)); err != nil {
+			return "", err
+		}
+		if paths := d.symbols[n]; len(paths) > 0 {
+			return paths[0], nil
+		}
+	}
+	for _, n := range names {
+		desc, err := protoregistry.GlobalFiles.FindDescriptorByName(n)
+		if err != nil {
+			continue
+		}
+		path := desc.ParentFile().Path()
+		if ok, err := d.wellKnown(path); err != nil {
+			return "", err
+		} else if ok {
+			return path, nil
+		}
+	}
+	return "", nil
+}
+
+// serviceFile returns the path of the file declaring service, asking the
+// backend for it when no file of the pool does; "" when none does.
+func (d *describer) serviceFile(service string) (string, error) {
+	name := protoreflect.FullName(service)
+	if len(d.symbols[name]) == 0 {
+		if err := d.askSymbol(service); err != nil {
+			return "", err
+		}
+	}
+	if paths := d.symbols[name]; len(paths) > 0 {
+		return paths[0], nil
+	}
+	return "", nil
+}
+
+// build returns the descriptor of the pool's file at path, building and
+// registering it and, first, the files it needs. A file that cannot be
+// described is a *fileError (remembered); an error is the backend's.
+func (d *describer) build(path string, depth int) (protoreflect.FileDescriptor, *fileError, error) {
+	if fd, err := d.files.FindFileByPath(path); err == nil {
+		return fd, nil, nil
+	}
+	if fe := d.failed[path]; fe != nil {
+		return nil, fe, nil
+	}
+	if d.open[path] {
+		return nil, &fileError{Reason: fmt.Sprintf("%s imports itself", path), Err: errors.New("import cycle")}, nil
+	}
+	if depth > maxImportDepth {
+		return nil, &fileError{Reason: fmt.Sprintf("%s has more than %d levels of imports", path, maxImportDepth), Err: errors.New("imports too deep")}, nil
+	}
+	d.open[path] = true
+	defer delete(d.open, path)
+	fdp := proto.CloneOf(d.pool[path])
+	missing, err := d.keepAvailableDeps(fdp)
+	if err != nil {
+		return nil, nil, err
+	}
+	unresolved, err := d.repair(fdp)
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(fe *fileError) (protoreflect.FileDescriptor, *fileError, error) {
+		d.failed[path] = fe
+		return nil, fe, nil
+	}
+	if len(unresolved) > 0 {
+		names := strings.Join(unresolved, ", ")
+		reason := fmt.Sprintf("%s refers to %s, which the backend's reflection does not describe", path, names)
+		if len(missing) > 0 {
+			reason += fmt.Sprintf(" (it imports %s, which the backend does not serve)", strings.Join(missing, ", "))
+		}
+		return fail(&fileError{Reason: reason, Err: fmt.Errorf("%s: unresolvable names %s", path, names)})
+	}
+	for _, dep := range fdp.GetDependency() {
+		if _, fe, err := d.build(dep, depth+1); err != nil {
+			return nil, nil, err
+		} else if fe != nil {
+			return fail(fe)
+		}
+	}
+	fd, err := protodesc.NewFile(fdp, d.files)
+	if err == nil {
+		err = d.files.RegisterFile(fd)
+	}
+	if err != nil {
+		return fail(&fileError{Reason: fmt.Sprintf("the backend's descriptor of %s is invalid", path), Err: err})
+	}
+	return fd, nil, nil
+}
+
+// keepAvailableDeps drops from fdp the dependencies no one has, returning
+// their paths; the public and weak dependency indexes follow.
+func (d *describer) keepAvailableDeps(fdp *descriptorpb.FileDescriptorProto) ([]string, error) {
+	var missing []string
+	var deps []string
+	renumber := make(map[int32]int32)
+	for i, dep := range fdp.GetDependency() {
+		dfp, err := d.file(dep)
+		if err != nil {
+			return nil, err
+		}
+		if dfp == nil {
+			missing = append(missing, dep)
+			continue
+		}
+		renumber[int32(i)] = int32(len(deps))
+		deps = append(deps, dep)
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	keep := func(indexes []int32) []int32 {
+		var out []int32
+		for _, i := range indexes {
+			if j, ok := renumber[i]; ok {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	fdp.Dependency = deps
+	fdp.PublicDependency = keep(fdp.PublicDependency)
+	fdp.WeakDependency = keep(fdp.WeakDependency)
+	return missing, nil
+}
+
+// repair adds to fdp a dependency on the file declaring each type it
+// refers to but neither declares nor imports, and returns the references
+// no one declares, as written.
+func (d *describer) repair(fdp *descriptorpb.FileDescriptorProto) ([]string, error) {
+	local := declarations(fdp)
+	visible := make(map[string]bool)
+	for _, dep := range fdp.GetDependency() {
+		d.addVisible(visible, dep, 0)
+	}
+	resolves := func(cands []protoreflect.FullName) bool {
+		for _, c := range cands {
+			if local[c] {
+				return true
+			}
+			for _, p := range d.symbols[c] {
+				if visible[p] {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	var unresolved []string
+	for _, ref := range references(fdp) {
+		cands := candidates(ref.scope, ref.name)
+		if len(cands) == 0 || resolves(cands) {
+			continue // an empty or malformed name is protodesc's to refuse
+		}
+		path, err := d.definer(cands)
+		if err != nil {
+			return nil, err
+		}
+		if path == "" || path == fdp.GetName() {
+			if !slices.Contains(unresolved, strings.TrimPrefix(ref.name, ".")) {
+				unresolved = append(unresolved, strings.TrimPrefix(ref.name, "."))
+			}
+			continue
+		}
+		fdp.Dependency = append(fdp.Dependency, path)
+		d.addVisible(visible, path, 0)
+	}
+	return unresolved, nil
+}
+
+// addVisible marks path and the files it imports publicly, transitively,
+// as visible.
+func (d *describer) addVisible(visible map[string]bool, path string, depth int) {
+	if visible[path] || depth > maxImportDepth {
+		return
+	}
+	visible[path] = true
+	fdp := d.pool[path]
+	deps := fdp.GetDependency()
+	for _, i := range fdp.GetPublicDependency() {
+		if i >= 0 && int(i) < len(deps) {
+			d.addVisible(visible, deps[i], depth+1)
+		}
+	}
+}
+
+// reference is a type name a file uses and the scope it is resolved in.
+type reference struct {
+	scope protoreflect.FullName
+	name  string
+}
+
+// references lists the type names fdp uses: field types, extendees and
+// method input and output types.
+func references(fdp *descriptorpb.FileDescriptorProto) []reference {
+	var refs []reference
+	pkg := protoreflect.FullName(fdp.GetPackage())
+	field := func(scope protoreflect.FullName, f *descriptorpb.FieldDescriptorProto) {
+		if f.GetTypeName() != "" {
+			refs = append(refs, reference{scope, f.GetTypeName()})
+		}
+		if f.GetExtendee() != "" {
+			refs = append(refs, reference{scope, f.GetExtendee()})
+		}
+	}
+	var message func(scope protoreflect.FullName, m *descriptorpb.DescriptorProto)
+	message = func(scope protoreflect.FullName, m *descriptorpb.DescriptorProto) {
+		name := join(scope, m.GetName())
+		for _, f := range m.GetField() {
+			field(name, f)
+		}
+		for _, x := range m.GetExtension() {
+			field(name, x)
+		}
+		for _, n := range m.GetNestedType() {
+			message(name, n)
+		}
+	}
+	for _, m := range fdp.GetMessageType() {
+		message(pkg, m)
+	}
+	for _, x := range fdp.GetExtension() {
+		field(pkg, x)
+	}
+	for _, s := range fdp.GetService() {
+		name := join(pkg, s.GetName())
+		for _, m := range s.GetMethod() {
+			refs = append(refs, reference{name, m.GetInputType()}, reference{name, m.GetOutputType()})
+		}
+	}
+	return refs
+}
+
+// declarations returns the full names of the messages, enums, extensions
+// and services fdp declares, nested ones included.
+func declarations(fdp *descriptorpb.FileDescriptorProto) map[protoreflect.FullName]bool {
+	names := make(map[protoreflect.FullName]bool)
+	pkg := protoreflect.FullName(fdp.GetPackage())
+	var message func(scope protoreflect.FullName, m *descriptorpb.DescriptorProto)
+	message = func(scope protoreflect.FullName, m *descriptorpb.DescriptorProto) {
+		name := join(scope, m.GetName())
+		names[name] = true
+		for _, e := range m.GetEnumType() {
+			names[join(name, e.GetName())] = true
+		}
+		for _, x := range m.GetExtension() {
+			names[join(name, x.GetName())] = true
+		}
+		for _, n := range m.GetNestedType() {
+			message(name, n)
+		}
+	}
+	for _, m := range fdp.GetMessageType() {
+		message(pkg, m)
+	}
+	for _, e := range fdp.GetEnumType() {
+		names[join(pkg, e.GetName())] = true
+	}
+	for _, x := range fdp.GetExtension() {
+		names[join(pkg, x.GetName())] = true
+	}
+	for _, s := range fdp.GetService() {
+		names[join(pkg, s.GetName())] = true
+	}
+	return names
+}
+
+// candidates returns the full names ref may mean in scope, in the order
+// protobuf tries them: a name with a leading dot is already full; another
+// is looked up in scope, then in each enclosing scope.
+func candidates(scope protoreflect.FullName, ref string) []protoreflect.FullName {
+	if full, ok := strings.CutPrefix(ref, "."); ok {
+		if full == "" {
+			return nil
+		}
+		return []protoreflect.FullName{protoreflect.FullName(full)}
+	}
+	if ref == "" {
+		return nil
+	}
+	var out []protoreflect.FullName
+	for {
+		out = append(out, join(scope, ref))
+		if scope == "" {
+			return out
+		}
+		scope = scope.Parent()
+	}
+}
+
+func join[S ~string](scope protoreflect.FullName, name S) protoreflect.FullName {
+	if scope == "" {
+		return protoreflect.FullName(name)
+	}
+	return scope + "." + protoreflect.FullName(name)
+}
