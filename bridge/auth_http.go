@@ -3,8 +3,10 @@ package bridge
 import (
 	"context"
 	"crypto/rand"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -151,8 +153,10 @@ func visibleASCII(v string) bool {
 
 // outgoing adds to the outgoing metadata of ctx what the bridge itself
 // tells the backend: the identity (always replacing whatever a client
-// forwarded under that key), the request id and the W3C trace context.
-func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header) context.Context {
+// forwarded under that key), the request id, the W3C trace context and the
+// client's address appended to x-forwarded-for, as a proxy does. peer is
+// the request's RemoteAddr.
+func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header, peer string) context.Context {
 	md, _ := metadata.FromOutgoingContext(ctx) // a copy, ours to change
 	if md == nil {
 		md = make(metadata.MD, 2)
@@ -167,12 +171,94 @@ func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header) conte
 	delete(md, "tracestate")
 	if tp := h.Get("Traceparent"); validTraceparent(tp) {
 		md["traceparent"] = []string{tp}
-		if ts := h.Values("Tracestate"); len(ts) > 0 {
-			md["tracestate"] = ts
+		if ts, ok := validTracestate(h.Values("Tracestate")); ok {
+			md["tracestate"] = []string{ts}
 		}
 	}
+	md[xForwardedFor] = forwardedFor(md[xForwardedFor], peer)
 	x.md = md
 	return metadata.NewOutgoingContext(ctx, md)
+}
+
+const xForwardedFor = "x-forwarded-for"
+
+// forwardedFor is the x-forwarded-for value of a request from peer (a
+// RemoteAddr, host:port) that forwarded the values prior: the client's
+// chain, which the backend cannot trust, then the address the bridge saw,
+// last, as proxies append it.
+func forwardedFor(prior []string, peer string) []string {
+	host, _, err := net.SplitHostPort(peer)
+	if err != nil {
+		host = peer
+	}
+	if host == "" {
+		return prior
+	}
+	if len(prior) == 0 {
+		return []string{host}
+	}
+	return []string{strings.Join(prior, ", ") + ", " + host}
+}
+
+// validTracestate joins the Tracestate header's values into one and checks
+// it against the W3C trace context grammar: at most 32 list members of
+// key=value, keys of lower-case letters, digits and _-*/ (with one @ for a
+// tenant), values of printable ASCII without comma or equals sign, 512
+// bytes at most. Anything else is not forwarded.
+func validTracestate(values []string) (string, bool) {
+	if len(values) == 0 {
+		return "", false
+	}
+	v := strings.Join(values, ",")
+	if len(v) > 512 {
+		return "", false
+	}
+	members := 0
+	for m := range strings.SplitSeq(v, ",") {
+		m = strings.Trim(m, " \t")
+		if m == "" {
+			continue // empty list members are allowed
+		}
+		key, value, ok := strings.Cut(m, "=")
+		if !ok || !validTracestateKey(key) || !validTracestateValue(value) {
+			return "", false
+		}
+		if members++; members > 32 {
+			return "", false
+		}
+	}
+	return v, members > 0
+}
+
+func validTracestateKey(k string) bool {
+	tenant, system, multi := strings.Cut(k, "@")
+	if !multi {
+		return len(k) <= 256 && k != "" && 'a' <= k[0] && k[0] <= 'z' && keyChars(k)
+	}
+	return tenant != "" && len(tenant) <= 241 && (tenant[0] >= 'a' && tenant[0] <= 'z' || tenant[0] >= '0' && tenant[0] <= '9') && keyChars(tenant) &&
+		system != "" && len(system) <= 14 && 'a' <= system[0] && system[0] <= 'z' && keyChars(system)
+}
+
+func keyChars(k string) bool {
+	for i := range len(k) {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '*' || c == '/') {
+			return false
+		}
+	}
+	return true
+}
+
+func validTracestateValue(v string) bool {
+	if v == "" || len(v) > 256 || v[len(v)-1] == ' ' {
+		return false
+	}
+	for i := range len(v) {
+		if c := v[i]; c < 0x20 || c > 0x7e || c == ',' || c == '=' {
+			return false
+		}
+	}
+	return true
 }
 
 // validTraceparent checks the W3C trace context header: version, 32 hex

@@ -35,7 +35,7 @@ func newEchoEnv(b testing.TB, direct bool) *env {
 	reflection.Register(gs)
 	go gs.Serve(lis)
 	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), append(bridge.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func BenchmarkUnaryLoopback(b *testing.B) {
 	reflection.Register(gs)
 	go gs.Serve(lis)
 	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), append(bridge.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -175,8 +175,9 @@ func (s *Server) invokeDirect(ctx context.Context, t *table, h *handle, r *reque
 		if c != nil {
 			c.header, c.trailer = call.Header, call.Trailer
 		}
+		remote := call.Remote
 		putCall(call)
-		return answer{}, s.statusError(ctx, h, err, t.resolver)
+		return answer{}, s.statusError(ctx, h, err, remote, t.resolver)
 	}
 	if c != nil {
 		c.header, c.trailer = call.Header, call.Trailer
@@ -237,7 +238,7 @@ func (s *Server) finishDirect(ctx, callCtx context.Context, t *table, sc *starte
 	}()
 	var e *mapping.Error
 	if call.Err != nil {
-		e = s.statusError(callCtx, h, call.Err, t.resolver)
+		e = s.statusError(callCtx, h, call.Err, call.Remote, t.resolver)
 		o.code = e.Code
 	}
 	return s.settle(ctx, s.appendReply(nil, r, h, call.Response, e), 0, r, o, budget, sc.began)

@@ -140,9 +140,10 @@ func (s *Server) invoke(ctx context.Context, t *table, r *request) (*handle, ans
 	resp := getFrame()
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
 	defer cancel()
+	ctx, origin := withOrigin(ctx)
 	if err := h.conn.Invoke(ctx, h.path, req, resp, withRawCodec(callOptions(ctx))...); err != nil {
 		putFrame(resp)
-		return nil, answer{}, s.statusError(ctx, h, err, t.resolver)
+		return nil, answer{}, s.statusError(ctx, h, err, origin.remote(status.Convert(err)), t.resolver)
 	}
 	return h, answer{frame: resp}, nil
 }
@@ -160,74 +161,42 @@ func methodNotFound(t *table, name []byte) *mapping.Error {
 	return e
 }
 
-// statusError maps a failed call to its JSON-RPC error. Statuses made by
-// the gRPC client itself (dial and transport failures, local deadlines)
-// carry Go error text, which is logged and replaced with a fixed message;
-// statuses from the backend keep its message.
-func (s *Server) statusError(ctx context.Context, h *handle, err error, res mapping.Resolver) *mapping.Error {
+// statusError maps a failed call to its JSON-RPC error. remote tells
+// whether the status is the backend's own, from its trailers; any other
+// status was made by the bridge's side of the connection (dial and
+// transport failures, local deadlines, a backend breaking the protocol)
+// and carries the gRPC client's text, which is logged and replaced with a
+// fixed message.
+func (s *Server) statusError(ctx context.Context, h *handle, err error, remote bool, res mapping.Resolver) *mapping.Error {
 	st := status.Convert(err)
-	if msg, local := localMessage(ctx, st); local {
+	if !remote {
 		s.log.Warn("backend call failed", "method", h.name, "code", st.Code().String(), "error", st.Message())
-		st = status.New(st.Code(), msg)
+		st = status.New(st.Code(), localMessage(ctx, st.Code()))
 	}
 	return mapping.StatusError(st, res)
 }
 
-// localMessage tells whether st was produced on the bridge's side of the
-// connection, and the fixed message to show instead.
-func localMessage(ctx context.Context, st *status.Status) (string, bool) {
-	switch ctx.Err() {
-	case context.DeadlineExceeded:
-		if st.Code() == codes.DeadlineExceeded {
-			return "the call's deadline expired", true
+// localMessage is the fixed message of a status with code made on the
+// bridge's side of the connection.
+func localMessage(ctx context.Context, code codes.Code) string {
+	switch code {
+	case codes.DeadlineExceeded:
+		return "the call's deadline expired"
+	case codes.Canceled:
+		if ctx.Err() == context.Canceled {
+			return "the call was cancelled"
 		}
-	case context.Canceled:
-		if st.Code() == codes.Canceled {
-			return "the call was cancelled", true
-		}
+		return "the backend cancelled the call"
+	case codes.Unavailable:
+		return "the backend is unavailable"
+	case codes.ResourceExhausted:
+		return "a message is larger than the maximum message size"
+	case codes.Unimplemented:
+		return "the backend does not serve this method"
+	case codes.Unauthenticated:
+		return "the backend refused the call's credentials"
+	case codes.PermissionDenied:
+		return "the backend refused the call"
 	}
-	msg := st.Message()
-	for _, p := range localPrefixes {
-		if strings.HasPrefix(msg, p) {
-			switch st.Code() {
-			case codes.Unavailable:
-				return "the backend is unavailable", true
-			case codes.ResourceExhausted:
-				return "a message is larger than the maximum message size", true
-			case codes.DeadlineExceeded:
-				return "the call's deadline expired", true
-			case codes.Canceled:
-				return "the call was cancelled", true
-			default:
-				return "the backend call failed", true
-			}
-		}
-	}
-	return "", false
-}
-
-// localPrefixes begin the messages of statuses that grpc-go's client makes
-// itself rather than receives.
-var localPrefixes = []string{
-	"grpc: ",
-	"connection error",
-	"last connection error",
-	"last resolver error",
-	"name resolver error",
-	"transport",
-	"error reading from server",
-	"context deadline exceeded",
-	"context canceled",
-	"dial",
-	// Made by grpc-go's HTTP/2 transport from what the peer sent.
-	"stream terminated by RST_STREAM",
-	"server closed the stream without sending trailers",
-	"received goaway",
-	"malformed header",
-	"unexpected HTTP status code",
-	"keepalive ping",
-	"closing connection",
-	"header list size",
-	"peer header list size",
-	"a HEADERS frame cannot appear",
+	return "the backend call failed"
 }

@@ -54,9 +54,9 @@ func startBackend(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grp
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	ts := serveBackend(t, lis, opts...)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
+	conn, err := grpc.NewClient("passthrough:///bufconn", append(bridge.DialOptions(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func startBackendTCP(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *
 	}
 	ts := serveBackend(t, lis, opts...)
 	addr := lis.Addr().String()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, append(bridge.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

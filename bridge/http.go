@@ -118,7 +118,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID, invalidRequest(err.Error())))
 		return
 	}
-	ctx = s.outgoing(ctx, x, r.Header)
+	ctx = s.outgoing(ctx, x, r.Header, r.RemoteAddr)
 	if reason, e := s.metadataTooLarge(MetadataSize(x.md)); e != nil {
 		s.refused(r.Context(), x, "metadata_too_large", reason)
 		refuseMetadata(w, e)

@@ -107,7 +107,7 @@ func (r *metadataRules) outgoing(ctx context.Context, h http.Header) (context.Co
 	var md metadata.MD
 	for name, values := range h {
 		key, ok := r.key(name)
-		if !ok || connectionOption(h, key) {
+		if !ok || connectionOption(h, name) {
 			continue
 		}
 		if md == nil {
@@ -132,12 +132,12 @@ func (r *metadataRules) outgoing(ctx context.Context, h http.Header) (context.Co
 	return metadata.NewOutgoingContext(ctx, md), nil
 }
 
-// connectionOption reports whether the Connection header of h names key,
-// which makes it hop-by-hop too.
-func connectionOption(h http.Header, key string) bool {
+// connectionOption reports whether the Connection header of h names the
+// header name, which makes it hop-by-hop too (RFC 9110 section 7.6.1).
+func connectionOption(h http.Header, name string) bool {
 	for _, v := range h["Connection"] {
 		for opt := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(opt), key) {
+			if strings.EqualFold(strings.TrimSpace(opt), name) {
 				return true
 			}
 		}

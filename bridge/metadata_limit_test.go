@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -96,6 +97,12 @@ func TestMaxMetadataBytes(t *testing.T) {
 	// padding as a client may send it: counted as the 4/3 n bytes gRPC
 	// sends, not the n bytes decoded.
 	binary := func(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
+	// tracestate is a valid W3C tracestate of 32 members, 479 bytes.
+	var members []string
+	for i := range 32 {
+		members = append(members, fmt.Sprintf("v%02d=0123456789", i))
+	}
+	tracestate := strings.Join(members, ",")
 	tests := []struct {
 		name   string
 		h      http.Header
@@ -103,23 +110,31 @@ func TestMaxMetadataBytes(t *testing.T) {
 		size   int64 // over limit: refused with it; 0: allowed
 		reason string
 	}{
-		// big: 3 + 940 + 32 = 975; with x-request-id 1024, the limit.
-		{name: "at the limit", h: http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 940)}}, body: hello},
-		{name: "one over", h: http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 941)}}, body: hello, size: 1025},
-		{name: "batch", h: http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 941)}}, body: batch, size: 1025},
-		{name: "stream", h: http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 941)}}, body: stream, size: 1025},
+		// x-request-id: 12 + 5 + 32 = 49, x-forwarded-for: 15 + 9 + 32 = 56 (the
+		// peer 127.0.0.1); big: 3 + 884 + 32 = 919; 1024 in all, the limit.
+		{name: "at the limit", h: http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 884)}}, body: hello},
+		{name: "one over", h: http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 885)}}, body: hello, size: 1025},
+		{name: "batch", h: http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 885)}}, body: batch, size: 1025},
+		{name: "stream", h: http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 885)}}, body: stream, size: 1025},
 		// Several values count one field each.
-		{name: "values", h: http.Header{"Grpc-Metadata-V": {strings.Repeat("x", 500), strings.Repeat("x", 500)}}, body: hello, size: 49 + 2*(1+500+32)},
-		// blob-bin: 8 + 32 = 40, plus 934 for 700 bytes (1023), 936 for 702.
-		{name: "binary within", h: http.Header{"Grpc-Metadata-Blob-Bin": {binary(700)}}, body: hello},
-		{name: "binary over as sent", h: http.Header{"Grpc-Metadata-Blob-Bin": {binary(702)}}, body: hello, size: 1025},
+		{name: "values", h: http.Header{"Grpc-Metadata-V": {strings.Repeat("x", 500), strings.Repeat("x", 500)}}, body: hello, size: 105 + 2*(1+500+32)},
+		// blob-bin: 8 + 32 = 40, plus 879 for 659 bytes (1024), 880 for 660.
+		{name: "binary within", h: http.Header{"Grpc-Metadata-Blob-Bin": {binary(659)}}, body: hello},
+		{name: "binary over as sent", h: http.Header{"Grpc-Metadata-Blob-Bin": {binary(660)}}, body: hello, size: 1025},
 		// A header in metadata.request_headers counts under its own name.
-		{name: "request header", h: http.Header{"Authorization": {strings.Repeat("x", 1000)}}, body: hello, size: 49 + 13 + 1000 + 32},
+		{name: "request header", h: http.Header{"Authorization": {strings.Repeat("x", 1000)}}, body: hello, size: 105 + 13 + 1000 + 32},
 		// Trace context the bridge passes on counts too.
 		{name: "tracestate", h: http.Header{
 			"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
-			"Tracestate":  {strings.Repeat("k=v,", 250)},
-		}, body: hello, size: 49 + (11 + 55 + 32) + (10 + 1000 + 32)},
+			"Tracestate":  {tracestate},
+		}, body: hello}, // 105 + 98 + 521 = 724
+		// A value of 500 fits beside the trace context's 98 bytes, not with
+		// the tracestate's 521 too.
+		{name: "tracestate and big", h: http.Header{
+			"Traceparent":       {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+			"Tracestate":        {tracestate},
+			"Grpc-Metadata-Big": {strings.Repeat("x", 500)},
+		}, body: hello, size: 105 + (11 + 55 + 32) + int64(10+len(tracestate)+32) + (3 + 500 + 32)},
 		// Headers the bridge does not forward do not count.
 		{name: "not forwarded", h: http.Header{"X-Other": {strings.Repeat("x", 5000)}}, body: hello},
 	}
@@ -158,7 +173,7 @@ func TestMaxMetadataBytes(t *testing.T) {
 			// The WebSocket upgrade carries the connection's metadata: over
 			// the limit, it is refused before the upgrade.
 			before := e.calls.Load()
-			big := http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 941)}}
+			big := http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 885)}}
 			resp, body := sendPath(t, http.MethodGet, e.url, "/ws", upgradeHeaders(rid, big), nil)
 			if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !strings.Contains(string(body), `"size":1025`) ||
 				resp.Header.Get("Upgrade") != "" {
@@ -172,7 +187,7 @@ func TestMaxMetadataBytes(t *testing.T) {
 			}
 			refusals++
 			// Within the limit the connection opens and its calls carry it.
-			within := http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 940)}, "X-Request-Id": {rid}}
+			within := http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 884)}, "X-Request-Id": {rid}}
 			ws := dialWSWith(t, e.env, &websocket.DialOptions{HTTPHeader: within})
 			ws.send(hello)
 			if got := ws.recv(); got["result"] == nil {

@@ -211,11 +211,11 @@ func TestRefusals(t *testing.T) {
 				return sendRequest(t, http.MethodPost, u, http.Header{"X-Request-Id": {rid}, "Grpc-Metadata-Big": {strings.Repeat("x", 20000)}},
 					strings.NewReader(hello))
 			},
-			// big: 3+20000+32; x-request-id: 12+26+32
+			// big: 3+20000+32; x-request-id: 12+26+32; x-forwarded-for: 15+9+32
 			status: http.StatusRequestHeaderFieldsTooLarge, reason: "metadata_too_large",
-			detail: "request metadata is 20105 bytes, over max_metadata_bytes (16384)",
-			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: request metadata is 20105 bytes, over max_metadata_bytes (16384)",` +
-				`"data":{"setting":"max_metadata_bytes","limit":16384,"size":20105}}}`,
+			detail: "request metadata is 20161 bytes, over max_metadata_bytes (16384)",
+			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: request metadata is 20161 bytes, over max_metadata_bytes (16384)",` +
+				`"data":{"setting":"max_metadata_bytes","limit":16384,"size":20161}}}`,
 		},
 		{
 			name:   "unreadable_body",
@@ -285,11 +285,11 @@ func TestRefusals(t *testing.T) {
 			send: func(t *testing.T, u, rid string) (*http.Response, []byte) {
 				return sendPath(t, http.MethodGet, u, "/ws", upgradeHeaders(rid, http.Header{"Grpc-Metadata-Big": {strings.Repeat("x", 20000)}}), nil)
 			},
-			// big: 3+20000+32; x-request-id: 12+29+32
+			// big: 3+20000+32; x-request-id: 12+29+32; x-forwarded-for: 15+9+32
 			status: http.StatusRequestHeaderFieldsTooLarge, reason: "metadata_too_large",
-			detail: "request metadata is 20108 bytes, over max_metadata_bytes (16384)",
-			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: request metadata is 20108 bytes, over max_metadata_bytes (16384)",` +
-				`"data":{"setting":"max_metadata_bytes","limit":16384,"size":20108}}}`,
+			detail: "request metadata is 20164 bytes, over max_metadata_bytes (16384)",
+			body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: request metadata is 20164 bytes, over max_metadata_bytes (16384)",` +
+				`"data":{"setting":"max_metadata_bytes","limit":16384,"size":20164}}}`,
 		},
 		{
 			name: "openrpc/method_not_allowed",

@@ -26,9 +26,9 @@ func oneService(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 	reflection.Register(gs)
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
+	conn, err := grpc.NewClient("passthrough:///bufconn", append(bridge.DialOptions(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -190,10 +190,11 @@ func wsOnly(method []byte) *mapping.Error {
 // MaxStreamBytes of them, end the call with RESOURCE_EXHAUSTED.
 func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.Message, dst []byte) ([]byte, *mapping.Error) {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
+	ctx, origin := withOrigin(ctx)
 	cs, err := h.conn.NewStream(ctx, h.desc, h.path, callOptions(ctx)...)
 	if err != nil {
 		cancel()
-		return dst, s.statusError(ctx, h, err, t.resolver)
+		return dst, s.statusError(ctx, h, err, false, t.resolver)
 	}
 	// Send while receiving, so that a backend that answers as it reads
 	// never waits on flow control for a reader that is still sending.
@@ -216,7 +217,7 @@ func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.
 			break
 		}
 		if err != nil {
-			return dst, s.statusError(ctx, h, err, t.resolver)
+			return dst, s.statusError(ctx, h, err, origin.remote(status.Convert(err)), t.resolver)
 		}
 		if n++; n > s.opts.MaxStreamMessages {
 			return dst, s.tooManyMessages()

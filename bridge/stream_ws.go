@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
@@ -32,6 +33,7 @@ type stream struct {
 	h      *handle
 	t      *table
 	cs     grpc.ClientStream
+	origin *statusOrigin // where the stream's status comes from
 	cancel context.CancelCauseFunc
 	out    chan []byte   // message notifications waiting for the socket
 	end    []byte        // the end notification; set before out is closed
@@ -60,15 +62,16 @@ func (c *wsConn) open(f *wsFrame, t *table, h *handle, r *request, dst []byte) [
 		return appendError(dst, r.id, c.tooManyStreams())
 	}
 	ctx, cancel := context.WithCancelCause(c.ctx)
+	ctx, origin := withOrigin(ctx)
 	cs, err := h.conn.NewStream(ctx, h.desc, h.path)
 	if err != nil {
-		e := c.s.statusError(ctx, h, err, t.resolver)
+		e := c.s.statusError(ctx, h, err, false, t.resolver)
 		cancel(errStreamDone)
 		c.forget(id)
 		return appendError(dst, r.id, e)
 	}
 	st := &stream{
-		id: id, h: h, t: t, cs: cs, cancel: cancel,
+		id: id, h: h, t: t, cs: cs, cancel: cancel, origin: origin,
 		out:    make(chan []byte, c.s.opts.StreamBuffer),
 		ready:  make(chan struct{}),
 		closed: true,
@@ -253,7 +256,7 @@ func (c *wsConn) endError(ctx context.Context, st *stream, err error) *mapping.E
 	case errors.Is(cause, errConnClosed):
 		return bridgeStatus(codes.Canceled, "CONNECTION_CLOSED", "the connection closed") // never delivered
 	}
-	return c.s.statusError(ctx, st.h, err, st.t.resolver)
+	return c.s.statusError(ctx, st.h, err, st.origin.remote(status.Convert(err)), st.t.resolver)
 }
 
 // pump writes the notifications of st to the socket, in order, then its

@@ -106,13 +106,12 @@ func (b *tcpBackend) server() *testv1.Server {
 // after the backend comes back; it is closed when the test ends.
 func dialLoopback(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	opts = append([]grpc.DialOption{
+	opts = append(append(bridge.DialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, MaxDelay: 100 * time.Millisecond},
 			MinConnectTimeout: time.Second,
-		}),
-	}, opts...)
+		})), opts...)
 	conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		t.Fatal(err)

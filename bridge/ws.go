@@ -133,7 +133,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if x := exchangeFrom(ctx); x != nil {
-		ctx = s.outgoing(ctx, x, r.Header) // identity, request id, trace context
+		ctx = s.outgoing(ctx, x, r.Header, r.RemoteAddr) // identity, request id, trace context
 	}
 	if reason, e := s.metadataTooLarge(MetadataSize(outgoingMD(ctx))); e != nil {
 		s.refusedHere(r, "metadata_too_large", reason)

@@ -254,7 +254,7 @@ func dialBackend(b config.Backend, log *slog.Logger, opts ...grpc.DialOption) (*
 		}
 		creds = c
 	}
-	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithConnectParams(reconnectParams)}, opts...)
+	opts = append(append(bridge.DialOptions(), grpc.WithTransportCredentials(creds), grpc.WithConnectParams(reconnectParams)), opts...)
 	conn, err := grpc.NewClient(b.Address, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("backend %q: %w", backendName(b), err)

@@ -179,15 +179,16 @@ func TestServeMaxMetadataBytes(t *testing.T) {
 	backend := startBackend(t, be.intercept)
 	_, addr := startBridge(t, "--backend", backend, "--max-metadata-bytes", "300")
 	url := "http://" + addr + "/"
-	// x-request-id: 12 + 5 + 32; big: 3 + n + 32, so 216 fits and 217 does not.
+	// x-request-id: 12 + 5 + 32; x-forwarded-for: 15 + 9 + 32 (127.0.0.1);
+	// big: 3 + n + 32, so 160 fits and 161 does not.
 	for _, tt := range []struct {
 		n      int
 		status int
-	}{{216, 200}, {217, 431}} {
+	}{{160, 200}, {161, 431}} {
 		h := http.Header{"X-Request-Id": {"rid-1"}, "Grpc-Metadata-Big": {strings.Repeat("x", tt.n)}}
 		status, r, _ := rpc(t, http.DefaultClient, url, call("helloworld.Greeter.SayHello"), h)
 		if status != tt.status {
-			t.Errorf("metadata of %d bytes: got HTTP %d %v, want %d", 49+35+tt.n, status, r, tt.status)
+			t.Errorf("metadata of %d bytes: got HTTP %d %v, want %d", 105+35+tt.n, status, r, tt.status)
 		}
 		if tt.status == 431 && code(r) != -32600 {
 			t.Errorf("over the limit: got %v, want -32600", r)

@@ -39,6 +39,11 @@ type Call struct {
 	Header   metadata.MD // the backend's response headers, with Capture
 	Trailer  metadata.MD // the backend's trailers, with Capture
 	Err      error       // nil, or a status error (status.FromError)
+	// Remote is set when Err is the backend's own status, from its
+	// trailers; any other Err was made by the client (transport
+	// failures, deadlines, a backend breaking the protocol), with a
+	// message that is the client's, not the backend's.
+	Remote bool
 
 	client   *Client
 	conn     *conn
@@ -104,7 +109,7 @@ func (call *Call) resetWith(code uint32) {
 
 func (call *Call) init() {
 	call.Response = call.Response[:0]
-	call.Header, call.Trailer, call.Err = nil, nil, nil
+	call.Header, call.Trailer, call.Err, call.Remote = nil, nil, nil, false
 	call.conn, call.deadline = nil, time.Time{}
 	call.state, call.id, call.refused, call.reset, call.rstCode = stateIdle, 0, false, false, 0
 	call.sent, call.recvUnacked = 0, 0
@@ -673,6 +678,7 @@ func (call *Call) result() error {
 		}
 		return nil
 	}
+	call.Remote = true
 	st := status.New(code, bs.message)
 	if len(bs.details) == 1 {
 		p := new(spb.Status)
