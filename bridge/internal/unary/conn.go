@@ -595,7 +595,7 @@ func (cn *conn) onHeaders(id uint32, flags byte, block []byte) error {
 		call.block = blockState{trailers: call.gotHeaders || end, initial: !call.gotHeaders}
 	}
 	cn.decCall, cn.decSize = call, 0
-	cn.dec.SetEmitEnabled(true)
+	cn.dec.SetEmitEnabled(call != nil) // a block of a call that ended is decoded for the HPACK state alone
 	_, err := cn.dec.Write(block)
 	if err == nil {
 		err = cn.dec.Close()
