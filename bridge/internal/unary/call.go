@@ -628,7 +628,7 @@ func (call *Call) checkPayload(flag byte) error {
 		case "gzip":
 			return nil
 		}
-		return status.Errorf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", call.encoding)
+		return status.Errorf(codes.Internal, "grpc: Decompressor is not installed for grpc-encoding %q", call.encoding)
 	}
 	return status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", flag)
 }
