@@ -404,7 +404,7 @@ func TestH2ProtocolErrors(t *testing.T) {
 			s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s.id, EndHeaders: true, EndStream: true,
 				BlockFragment: s.encode(":status", "200", "content-type", "application/grpc", "grpc-status", "5",
 					"grpc-message", "nf", "grpc-status-details-bin", "CAM")}) // code 3
-		}, codes.NotFound},
+		}, codes.Internal}, // as grpc-go: "grpc-status-details-bin mismatch" (internal/status.NewWithProto)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
