@@ -19,12 +19,14 @@ import (
 // connection closes when script returns.
 type scriptPeer struct {
 	conns atomic.Int32  // connections accepted so far
+	pings atomic.Int32  // the client's PINGs (not acks) read by next, on all connections
 	stop  chan struct{} // closed when the test ends
 }
 
 // rawConn is one connection of a scriptPeer.
 type rawConn struct {
 	t    testing.TB
+	peer *scriptPeer
 	n    int32 // the connection's number, from 1
 	nc   net.Conn
 	fr   *http2.Framer
@@ -48,7 +50,7 @@ func serveScript(t testing.TB, script func(rc *rawConn)) (string, *scriptPeer) {
 		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 		fr.SetMaxReadFrameSize(defaultMaxFrame) // the client must keep to it
 		fr.AllowIllegalWrites = true
-		rc := &rawConn{t: t, n: n, nc: nc, fr: fr, stop: p.stop, ackPings: true}
+		rc := &rawConn{t: t, peer: p, n: n, nc: nc, fr: fr, stop: p.stop, ackPings: true}
 		wg.Go(func() {
 			defer nc.Close()
 			script(rc)
@@ -93,7 +95,11 @@ func (rc *rawConn) next() (http2.Frame, error) {
 			rc.write(func(fr *http2.Framer) { fr.WriteSettingsAck() })
 		}
 	case *http2.PingFrame:
-		if !f.IsAck() && rc.ackPings {
+		if f.IsAck() {
+			break
+		}
+		rc.peer.pings.Add(1)
+		if rc.ackPings {
 			rc.write(func(fr *http2.Framer) { fr.WritePing(true, f.Data) })
 		}
 	}
