@@ -466,7 +466,7 @@ func TestConformanceDeadlineWhileWriting(t *testing.T) {
 				t.Fatal("the big call succeeded")
 			}
 		case <-time.After(deadlineSlack):
-			t.Fatal("the big call, cancelled, did not return")
+			t.Fatal("the big call, cancelled while it was writing, did not return")
 		}
 	})
 }
@@ -1096,7 +1096,7 @@ func TestConformanceWindowOverflow(t *testing.T) {
 					}
 				}
 				rc.write(tt.overflow)
-				rc.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+				rc.nc.SetReadDeadline(time.Now().Add(4 * time.Second)) // after the test's wait for the call: closing ends it
 				for {
 					f, err := rc.next()
 					if err != nil {
@@ -1131,12 +1131,12 @@ func TestConformanceWindowOverflow(t *testing.T) {
 			select {
 			case r := <-reports:
 				if tt.rst && r.rst != http2.ErrCodeFlowControl {
-					t.Errorf("the peer saw %s; want RST_STREAM(1, FLOW_CONTROL_ERROR)", r.seen)
+					t.Errorf("the peer saw %q; want RST_STREAM(1, FLOW_CONTROL_ERROR)", r.seen)
 				}
 				if !tt.rst && r.goAway != http2.ErrCodeFlowControl {
-					t.Logf("the peer saw %s; RFC 9113 wants GOAWAY(FLOW_CONTROL_ERROR)", r.seen)
+					t.Logf("the peer saw %q; RFC 9113 wants GOAWAY(FLOW_CONTROL_ERROR)", r.seen)
 				}
-			case <-time.After(5 * time.Second):
+			case <-time.After(6 * time.Second):
 				t.Fatal("the peer did not report")
 			}
 		})
