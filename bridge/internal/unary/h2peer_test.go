@@ -29,6 +29,12 @@ type h2peer struct {
 	respond func(p *h2stream)
 	conns   atomic.Int32
 	pings   atomic.Int32 // PING acks received
+	// pingsRecv counts the client's own PINGs, which the peer acknowledges
+	// as a server does.
+	pingsRecv atomic.Int32
+	// onHeaders, when set, sees each request's HEADERS as they arrive,
+	// before its message.
+	onHeaders func(s *h2stream, f *http2.MetaHeadersFrame)
 	// closeFirst closes the first connection this long after it opened.
 	closeFirst time.Duration
 }
@@ -143,6 +149,9 @@ func (p *h2peer) serveConn(nc net.Conn, n int32) {
 		case *http2.PingFrame:
 			if f.IsAck() {
 				p.pings.Add(1)
+			} else {
+				p.pingsRecv.Add(1)
+				fr.WritePing(true, f.Data)
 			}
 		case *http2.MetaHeadersFrame:
 			s := &h2stream{fr: fr, conn: n, id: f.StreamID, header: f.Fields, setWindow: setWindow, nc: nc}
@@ -153,6 +162,9 @@ func (p *h2peer) serveConn(nc net.Conn, n int32) {
 			}
 			streams[f.StreamID] = s
 			sendWin[f.StreamID] = streamWindow
+			if p.onHeaders != nil {
+				p.onHeaders(s, f)
+			}
 		case *http2.DataFrame:
 			s := streams[f.StreamID]
 			if s == nil {
@@ -392,7 +404,7 @@ func TestH2ProtocolErrors(t *testing.T) {
 			s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: s.id, EndHeaders: true, EndStream: true,
 				BlockFragment: s.encode(":status", "200", "content-type", "application/grpc", "grpc-status", "5",
 					"grpc-message", "nf", "grpc-status-details-bin", "CAM")}) // code 3
-		}, codes.Internal}, // grpc-go's "grpc-status-details-bin mismatch"
+		}, codes.Internal}, // as grpc-go: "grpc-status-details-bin mismatch" (internal/status.NewWithProto)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

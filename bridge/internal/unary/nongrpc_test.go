@@ -86,7 +86,7 @@ func TestNonGRPCServer(t *testing.T) {
 		{"/test.Svc/TooMany", codes.Unavailable, "429"},
 		{"/test.Svc/Teapot", codes.Unknown, "418"},
 		{"/test.Svc/HTML", codes.Unknown, "content-type"}, // as grpc-go
-		{"/test.Svc/Empty200", codes.Unknown, ""},         // trailers without grpc-status: grpc-go's Unknown
+		{"/test.Svc/Empty200", codes.Unknown, ""},         // as grpc-go: no grpc-status leaves operateHeaders' default code
 		{"/test.Svc/NoTrailers", codes.Internal, "trailers"},
 		{"/test.Svc/Grpc", codes.OK, ""},
 		{"/test.Svc/GrpcError", codes.NotFound, "no ✓ here 100%"},
