@@ -58,8 +58,9 @@ type Call struct {
 	reset   bool // its stream is to be reset, with rstCode
 	rstCode uint32
 
-	// The send side, under conn.mu.
-	out     []byte // the length-prefixed message
+	// The send side, under conn.mu. The message is prefix5 then Request,
+	// sent from where they are.
+	prefix5 [5]byte
 	sent    int
 	sendWin int32
 
@@ -284,9 +285,8 @@ func (c *Client) start(ctx context.Context, call *Call, wake bool) (*conn, error
 	if d, ok := ctx.Deadline(); ok {
 		call.deadline = d
 	}
-	var p [5]byte
-	binary.BigEndian.PutUint32(p[1:], uint32(len(call.Request)))
-	call.out = append(append(call.out[:0], p[:]...), call.Request...)
+	call.prefix5 = [5]byte{}
+	binary.BigEndian.PutUint32(call.prefix5[1:], uint32(len(call.Request)))
 	for {
 		cn, err := c.ready(ctx)
 		if err != nil {
@@ -298,18 +298,32 @@ func (c *Client) start(ctx context.Context, call *Call, wake bool) (*conn, error
 	}
 }
 
-// appendData appends DATA frames of call's message within the windows.
+// size is the length of the message on the wire: its prefix and Request.
+func (call *Call) size() int { return 5 + len(call.Request) }
+
+// appendMessage appends n bytes of the message on the wire from off.
+func (call *Call) appendMessage(b []byte, off, n int) []byte {
+	if off < 5 {
+		k := min(5-off, n)
+		b = append(b, call.prefix5[off:off+k]...)
+		off, n = off+k, n-k
+	}
+	return append(b, call.Request[off-5:off-5+n]...)
+}
+
+// appendData appends DATA frames of call's message within the windows,
+// until b holds writeChunk bytes.
 func (cn *conn) appendData(b []byte, call *Call) []byte {
-	for call.sent < len(call.out) {
-		n := min(len(call.out)-call.sent, cn.maxFrame, int(call.sendWin), int(min(cn.sendWindow, maxWindow)))
+	for call.sent < call.size() && len(b) < writeChunk {
+		n := min(call.size()-call.sent, cn.maxFrame, int(call.sendWin), int(min(cn.sendWindow, maxWindow)))
 		if n <= 0 {
 			return b
 		}
 		var flags byte
-		if call.sent+n == len(call.out) {
+		if call.sent+n == call.size() {
 			flags = flagEndStream
 		}
-		b = append(appendFrameHeader(b, n, frameData, flags, call.id), call.out[call.sent:call.sent+n]...)
+		b = call.appendMessage(appendFrameHeader(b, n, frameData, flags, call.id), call.sent, n)
 		call.sent += n
 		call.sendWin -= int32(n)
 		cn.sendWindow -= int64(n)

@@ -81,6 +81,7 @@ type Client struct {
 	dialErr error          // the last dial's failure, a status error
 	retryAt time.Time      // no dial before, after dialErr
 	backoff time.Duration  // the last backoff; 0 after a connection worked
+	paced   bool           // dialErr is a connection that closed early: calls wait for the next dial
 	closed  bool
 }
 
@@ -156,9 +157,21 @@ func (c *Client) ready(ctx context.Context) (*conn, error) {
 			c.mu.Unlock()
 			return cn, nil
 		case c.dialing == nil && c.dialErr != nil && time.Now().Before(c.retryAt):
-			err := c.dialErr
+			err, paced, at := c.dialErr, c.paced, c.retryAt
 			c.mu.Unlock()
-			return nil, err
+			if d, ok := ctx.Deadline(); !paced || ok && d.Before(at) {
+				return nil, err
+			}
+			// The backend accepts connections but closed the last one
+			// before answering: wait for the next dial rather than fail.
+			t := time.NewTimer(time.Until(at))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, contextStatus(ctx)
+			}
+			continue
 		case c.dialing == nil:
 			c.dialing = make(chan struct{})
 			c.wg.Go(c.dial)
@@ -171,9 +184,9 @@ func (c *Client) ready(ctx context.Context) (*conn, error) {
 			return nil, contextStatus(ctx)
 		}
 		c.mu.Lock()
-		err := c.dialErr
+		err, paced := c.dialErr, c.paced
 		c.mu.Unlock()
-		if err != nil {
+		if err != nil && !paced {
 			return nil, err
 		}
 	}
@@ -198,6 +211,10 @@ func (c *Client) dial() {
 		c.failedLocked(status.Error(codes.Unavailable, "transport: cannot connect to the backend: "+err.Error()))
 		return
 	}
+	if cn.draining.Load() && !cn.healthy() {
+		c.closedEarlyLocked() // GOAWAY before the first call
+		return
+	}
 	c.dialErr = nil
 	c.cur = cn
 }
@@ -205,7 +222,7 @@ func (c *Client) dial() {
 // failedLocked records a failure to connect: no dial before the backoff
 // has passed, which grows with each failure in a row.
 func (c *Client) failedLocked(err error) {
-	c.dialErr = err
+	c.dialErr, c.paced = err, false
 	c.backoff = min(max(time.Duration(float64(c.backoff)*backoffFactor), baseBackoff), maxBackoff)
 	jitter := 1 + backoffJitter*(2*rand.Float64()-1)
 	c.retryAt = time.Now().Add(time.Duration(float64(c.backoff) * jitter))
@@ -219,7 +236,9 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc, _, err := c.opts.Creds.ClientHandshake(ctx, c.ep.authority, raw)
+	// grpc-go hands the call authority to the handshake too: it is the
+	// TLS server name unless the credentials override it.
+	nc, _, err := c.opts.Creds.ClientHandshake(ctx, c.auth, raw)
 	if err != nil {
 		raw.Close()
 		return nil, err
@@ -277,16 +296,29 @@ func (c *Client) ended(cn *conn, busy bool) {
 		return
 	}
 	c.cur = nil
-	switch {
-	case cn.answered.Load() || time.Since(cn.opened) >= healthyAfter:
+	if cn.healthy() {
 		c.backoff = 0
-	case c.dialErr == nil || time.Now().After(c.retryAt):
-		c.failedLocked(status.Error(codes.Unavailable, "transport: the backend closed the connection before answering"))
+	} else if c.dialErr == nil || time.Now().After(c.retryAt) {
+		c.closedEarlyLocked()
 		return
 	}
 	if busy {
 		c.connectLocked()
 	}
+}
+
+// healthy reports whether cn worked: it answered a call, or lived long
+// enough not to be the cause of a reconnection storm.
+func (cn *conn) healthy() bool {
+	return cn.answered.Load() || time.Since(cn.opened) >= healthyAfter
+}
+
+// closedEarlyLocked records a connection that ended before it answered
+// anything: the next dial waits for the backoff, and calls wait for it
+// when their deadline allows (see ready).
+func (c *Client) closedEarlyLocked() {
+	c.failedLocked(status.Error(codes.Unavailable, "transport: the backend closed the connection before answering"))
+	c.paced = true
 }
 
 // Connect starts opening a connection in the background, unless there is

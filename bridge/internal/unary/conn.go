@@ -81,6 +81,11 @@ type conn struct {
 // that sends them without reading cannot grow the client's memory.
 const maxReplies = 50
 
+// writeChunk is about the most the writer gathers for one write: large
+// messages go out in pieces, so that mu is never held for long (callers
+// take it to cancel) and the write buffer stays small.
+const writeChunk = 256 << 10
+
 // maxHeaderList bounds the decoded size of a response header list (names
 // and values plus 32 bytes a field, as RFC 9113 counts it): grpc-go's
 // default.
@@ -232,7 +237,7 @@ func (cn *conn) fillLocked(b []byte) []byte {
 	if len(cn.sending) > 0 && cn.sendWindow > 0 {
 		waiting := cn.sending[:0]
 		for _, call := range cn.sending {
-			if b = cn.appendData(b, call); call.sent < len(call.out) {
+			if b = cn.appendData(b, call); call.sent < call.size() {
 				waiting = append(waiting, call)
 			}
 		}
@@ -240,7 +245,7 @@ func (cn *conn) fillLocked(b []byte) []byte {
 		cn.sending = waiting
 	}
 	n := 0
-	for ; n < len(cn.pending) && uint32(len(cn.streams)) < cn.maxStreams && !cn.draining.Load(); n++ {
+	for ; n < len(cn.pending) && uint32(len(cn.streams)) < cn.maxStreams && !cn.draining.Load() && len(b) < writeChunk; n++ {
 		call := cn.pending[n]
 		call.state = stateTaken
 		b = cn.open(b, call)
@@ -285,7 +290,7 @@ func (cn *conn) open(b []byte, call *Call) []byte {
 	}
 	cn.streams[call.id] = call
 	b = cn.appendHeaders(b, call, timeout)
-	if b = cn.appendData(b, call); call.sent < len(call.out) {
+	if b = cn.appendData(b, call); call.sent < call.size() {
 		cn.sending = append(cn.sending, call)
 	}
 	return b
@@ -321,7 +326,7 @@ func (cn *conn) endLocked(call *Call, err error) bool {
 	case stateTaken: // the writer is opening it
 	case stateOpen:
 		delete(cn.streams, call.id)
-		if call.sent < len(call.out) {
+		if call.sent < call.size() {
 			if i := indexOf(cn.sending, call); i >= 0 {
 				cn.sending = slices.Delete(cn.sending, i, i+1)
 			}
@@ -619,7 +624,7 @@ func (cn *conn) onHeaders(id uint32, flags byte, block []byte) error {
 		return nil // 1xx: the response's headers are still to come
 	case err == nil && !end:
 		return nil
-	case call.sent < len(call.out):
+	case call.sent < call.size():
 		// The backend ended the stream before the request was all sent:
 		// end the client's side too, as grpc-go does, or the backend
 		// counts the stream as open.
@@ -782,11 +787,14 @@ func (cn *conn) onWindowUpdate(id uint32, inc uint32) error {
 
 // keepalive pings the backend when nothing was read for KeepaliveTime,
 // and closes the connection when nothing comes back within
-// KeepaliveTimeout, as grpc-go's keepalive does.
+// KeepaliveTimeout, as grpc-go's keepalive does: while a ping waits for
+// its answer the client looks again every KeepaliveTime, so that a
+// connection that answers is pinged every KeepaliveTime of silence.
 func (cn *conn) keepalive() {
 	o := cn.client.opts
 	t := time.NewTimer(o.KeepaliveTime)
 	defer t.Stop()
+	outstanding, left := false, time.Duration(0)
 	for {
 		select {
 		case <-cn.done:
@@ -794,31 +802,31 @@ func (cn *conn) keepalive() {
 		case <-t.C:
 		}
 		if cn.readSome.Swap(false) {
+			outstanding = false
 			t.Reset(o.KeepaliveTime)
 			continue
 		}
-		cn.mu.Lock()
-		active := len(cn.streams) > 0 || len(cn.pending) > 0
-		if active || o.KeepalivePermitWithoutStream {
-			cn.ctrl = append(appendFrameHeader(cn.ctrl, 8, framePing, 0, 0), "bridgeka"...)
-		}
-		cn.mu.Unlock()
-		if !active && !o.KeepalivePermitWithoutStream {
-			t.Reset(o.KeepaliveTime)
-			continue
-		}
-		cn.kick()
-		t.Reset(o.KeepaliveTimeout)
-		select {
-		case <-cn.done:
-			return
-		case <-t.C:
-		}
-		if !cn.readSome.Swap(false) {
+		if outstanding && left <= 0 {
 			cn.client.opts.Logger.Debug("keepalive ping unanswered: closing the connection", "address", cn.client.ep.address)
 			cn.shut(status.Error(codes.Unavailable, "keepalive ping failed to receive ACK within timeout"))
 			return
 		}
-		t.Reset(o.KeepaliveTime)
+		if !outstanding {
+			cn.mu.Lock()
+			active := len(cn.streams) > 0 || len(cn.pending) > 0
+			if active || o.KeepalivePermitWithoutStream {
+				cn.ctrl = append(appendFrameHeader(cn.ctrl, 8, framePing, 0, 0), "bridgeka"...)
+			}
+			cn.mu.Unlock()
+			if !active && !o.KeepalivePermitWithoutStream {
+				t.Reset(o.KeepaliveTime) // dormant until a call comes
+				continue
+			}
+			cn.kick()
+			outstanding, left = true, o.KeepaliveTimeout
+		}
+		sleep := min(o.KeepaliveTime, left)
+		left -= sleep
+		t.Reset(sleep)
 	}
 }
