@@ -29,6 +29,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, appendError(nil, nullID, errInternal))
 		}
 	}()
+	if !s.checkOrigin(w, r) { // Host, Origin and CORS: see origin.go
+		return
+	}
 	switch r.URL.Path {
 	case "/":
 		if r, x, ok := s.front(w, r); ok {

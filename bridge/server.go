@@ -99,10 +99,26 @@ type Options struct {
 	// the connection. Zero means DefaultWSPingInterval; negative turns
 	// pings and write timeouts off.
 	WSPingInterval time.Duration
-	// WSOriginPatterns lists the origins, besides the request's host,
-	// whose pages may open WebSocket connections (path.Match patterns, as
-	// websocket.AcceptOptions.OriginPatterns). Nil allows none.
+	// WSOriginPatterns is the older name of CORSOrigins: its entries join
+	// that list. An entry without a scheme ("*.example.org", the form
+	// websocket.AcceptOptions.OriginPatterns takes) matches the host[:port]
+	// of an origin of any scheme.
 	WSOriginPatterns []string
+	// CORSOrigins lists the origins, besides the request's own, whose
+	// browser pages may call POST / and GET /ws and read GET /openrpc.json:
+	// exact origins ("https://app.example.com") or path.Match patterns
+	// ("https://*.example.com", "http://localhost:*"), "*" for any origin
+	// but "null", "null" for that one. Listed origins get CORS headers and
+	// their preflights are answered; a POST / or GET /ws from a page on
+	// another origin gets 403. Nil allows no other origin and sends no
+	// CORS headers. See docs/security.md#browsers.
+	CORSOrigins []string
+	// AllowedHosts lists the host names (any port) a request's Host header
+	// may name on /, /ws and /openrpc.json, against DNS rebinding; others
+	// get 403. "*" allows any, "*.example.com" any name under example.com.
+	// Nil allows any (the command's default depends on its listen
+	// address).
+	AllowedHosts []string
 
 	// Document fills the info object and servers of the OpenRPC document
 	// served at GET /openrpc.json and by rpc.discover. The zero value gives
@@ -203,6 +219,8 @@ type Server struct {
 	table atomic.Pointer[table] // nil until the first Update
 	ws    wsConns               // the open WebSocket connections
 	guard *guard                // in-flight count, rate limiters, draining
+	// origins are the Host and Origin checks and the CORS answers.
+	origins *originRules
 }
 
 // New returns a Server that calls the backend through conn. It answers
@@ -210,7 +228,9 @@ type Server struct {
 // may be nil when every Catalog routes its methods (see Router).
 func New(conn grpc.ClientConnInterface, opts Options) *Server {
 	opts = opts.withDefaults()
-	return &Server{conn: conn, opts: opts, log: opts.Logger, md: newMetadataRules(opts.Metadata), guard: newGuard(opts)}
+	s := &Server{conn: conn, opts: opts, log: opts.Logger, md: newMetadataRules(opts.Metadata), guard: newGuard(opts)}
+	s.origins = newOriginRules(opts)
+	return s
 }
 
 // Update prepares every method of c for calls and then swaps it in at

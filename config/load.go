@@ -291,6 +291,7 @@ func (s *Settings) normalize() {
 			*l = nil
 		}
 	}
+	s.Origins.normalize()
 	for i := range s.Backends {
 		b := &s.Backends[i]
 		for _, l := range []*[]string{&b.Include, &b.Exclude} {

@@ -93,6 +93,8 @@ type Settings struct {
 	OpenRPC OpenRPC
 	// Streaming are the limits of streams and WebSocket connections.
 	Streaming Streaming
+	// Origins are the browser checks: CORS origins and allowed hosts.
+	Origins Origins
 	// Tracing configures OpenTelemetry spans; its zero value records none.
 	Tracing Tracing
 }
@@ -285,6 +287,7 @@ func (s Settings) Validate() error {
 	}
 	errs = append(errs, s.validateGuard()...)
 	errs = append(errs, s.validateSources()...)
+	errs = append(errs, s.validateOrigins()...)
 	errs = append(errs, s.validateTracing()...)
 	if !slices.Contains(LogLevels(), s.LogLevel) {
 		bad("log_level", "want one of %v, got %q", LogLevels(), s.LogLevel)

@@ -182,7 +182,8 @@ func reloadDescriptors(ctx context.Context, s config.Settings, srv *bridge.Serve
 	return true
 }
 
-// streamingOptions fills the streaming and WebSocket limits of o from s.
+// streamingOptions fills the streaming and WebSocket limits of o from s,
+// and the browser checks (origins and hosts).
 func streamingOptions(o bridge.Options, s config.Settings) bridge.Options {
 	st := s.Streaming
 	o.MaxStreamMessages = st.MaxStreamMessages
@@ -197,5 +198,7 @@ func streamingOptions(o bridge.Options, s config.Settings) bridge.Options {
 		o.WSPingInterval = -1 // 0s turns pings off, where bridge's zero means its default
 	}
 	o.WSOriginPatterns = st.WSOriginPatterns
+	o.CORSOrigins = s.Origins.CORSOrigins
+	o.AllowedHosts = s.EffectiveAllowedHosts()
 	return o
 }
