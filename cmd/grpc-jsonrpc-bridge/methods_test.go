@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -428,5 +429,31 @@ func TestOpenRPCDefaultsShown(t *testing.T) {
 	}
 	if d := checkDocument(t, stdout); d.Info.Title != "gRPC services over JSON-RPC" || d.Info.Version != "0.0.0" {
 		t.Errorf("got info %+v, want the defaults shown", d.Info)
+	}
+}
+
+// TestServeWithoutReflection: serve against a backend whose reflection
+// answers Unimplemented warns once that --protoset or --proto are needed,
+// as openrpc says, and keeps retrying slowly, not reported.
+func TestServeWithoutReflection(t *testing.T) {
+	p, addr := startServing(t, "--backend", startPlainBackend(t))
+	first := p.stderr.until(t, "a warning", func(l string) bool { return strings.Contains(l, `"level":"WARN"`) })
+	warning := first[len(first)-1]
+	for _, want := range []string{"no server reflection", "--protoset", "--proto", `"backend":"default"`} {
+		if !strings.Contains(warning, want) {
+			t.Errorf("got warning %s, want it to contain %s", warning, want)
+		}
+	}
+	// The fastest backoff would have retried several times by now.
+	time.Sleep(1500 * time.Millisecond)
+	status, body := do(t, "http://"+addr+"/readyz", "")
+	if status != 503 || !strings.Contains(body, "reflection") {
+		t.Errorf("readyz: got %d %s, want 503 naming the missing reflection", status, body)
+	}
+	if code := p.stop(t); code != exitOK {
+		t.Errorf("got exit code %d, want 0", code)
+	}
+	if rest := p.stderr.rest(); strings.Contains(rest, `"level":"WARN"`) {
+		t.Errorf("got more warnings after the first:\n%s", rest)
 	}
 }
