@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -51,7 +52,7 @@ func parseBackends(file string, raw any) ([]Backend, []error) {
 				errs = append(errs, tlsErrs...)
 				continue
 			default:
-				bad(key, ErrUnknownKey, "known keys of a backend are %s", strings.Join(backendKeys(), ", "))
+				bad(key, ErrUnknownKey, "%s", nearKey(k, backendKeys(), "a backend"))
 				continue
 			}
 			if !ok {
@@ -89,7 +90,7 @@ func parseBackendTLS(file, key string, raw any) (*BackendTLS, []error) {
 			field = &t.KeyFile
 		default:
 			errs = append(errs, &KeyError{Key: key + "." + k, File: file, Err: ErrUnknownKey,
-				Reason: "known keys of a backend's tls are ca_file, server_name, cert_file, key_file"})
+				Reason: nearKey(k, []string{"ca_file", "server_name", "cert_file", "key_file"}, "a backend's tls")})
 			continue
 		}
 		s, ok := m[k].(string)
@@ -129,4 +130,14 @@ func backendType(key string) string {
 		return "a list of service name patterns"
 	}
 	return "a string"
+}
+
+// nearKey tells what the unknown key k of what (such as "a backend") may
+// have meant: the nearest of its keys, then all of them.
+func nearKey(k string, keys []string, what string) string {
+	all := "the keys of " + what + " are " + strings.Join(keys, ", ")
+	if near := Suggest(k, keys); len(near) > 0 {
+		return DidYouMean(near, strconv.Quote) + " (" + all + ")"
+	}
+	return all
 }

@@ -137,9 +137,9 @@ func TestConfigErrors(t *testing.T) {
 		wantErr error
 		want    string // more text the message must hold
 	}{
-		{name: "unknown key", file: "listen: a:1\nlisten_tls: true\n", wantKey: "listen_tls", wantErr: ErrUnknownKey, want: "known keys are"},
+		{name: "unknown key", file: "listen: a:1\nlisten_tls: true\n", wantKey: "listen_tls", wantErr: ErrUnknownKey, want: `did you mean "listen"?`},
 		{name: "unknown nested key", file: "tls:\n  cert: x\n", wantKey: "tls.cert", wantErr: ErrUnknownKey, want: "tls.cert_file"},
-		{name: "unknown backend key", file: "backends:\n  - address: a:1\n    plaintext: true\n  - address: b:1\n    adress: x\n", wantKey: "backends[1].adress", wantErr: ErrUnknownKey, want: "address"},
+		{name: "unknown backend key", file: "backends:\n  - address: a:1\n    plaintext: true\n  - address: b:1\n    adress: x\n", wantKey: "backends[1].adress", wantErr: ErrUnknownKey, want: `did you mean "address"?`},
 		{name: "unknown backend tls key", file: "backends:\n  - address: a:1\n    tls:\n      ca: x\n", wantKey: "backends[0].tls.ca", wantErr: ErrUnknownKey, want: "ca_file"},
 		{name: "section not a mapping", file: "metadata: [a]\n", wantKey: "metadata", wantErr: ErrInvalidValue, want: "mapping"},
 		{name: "bad duration", file: "call_timeout: 30\n", wantKey: "call_timeout", wantErr: ErrInvalidValue, want: "unit"},

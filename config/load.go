@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,9 +25,43 @@ func Register(flags *pflag.FlagSet) { RegisterExcept(flags) }
 // RegisterExcept is Register without the flags of the given keys, such as
 // KeyBackend. Load still reads those keys from the environment and file.
 func RegisterExcept(flags *pflag.FlagSet, except ...string) {
+	mustBeKeys(except)
+	register(flags, func(name string) bool { return !slices.Contains(except, name) })
+}
+
+// RegisterOnly is Register with the flags of the given keys only (and
+// --config), for commands that use a few settings. Load still reads the
+// other keys from the environment and file.
+func RegisterOnly(flags *pflag.FlagSet, only ...string) {
+	mustBeKeys(only)
+	register(flags, func(name string) bool { return slices.Contains(only, name) })
+}
+
+// mustBeKeys panics unless every name is a key with a flag: a misspelt
+// name would register nothing, silently.
+func mustBeKeys(list []string) {
+	for _, name := range list {
+		if !slices.Contains(flagNames(), name) {
+			panic(fmt.Sprintf("config: %q is no key with a flag", name))
+		}
+	}
+}
+
+// IsFlag reports whether --name is the flag of a setting, on some command.
+func IsFlag(name string) bool {
+	for _, k := range flagNames() {
+		if flagName(k) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// register adds the flags of the keys keep accepts, and --config.
+func register(flags *pflag.FlagSet, keep func(name string) bool) {
 	def := Defaults()
 	for _, k := range keys() {
-		if k.fileOnly || slices.Contains(except, k.name) {
+		if k.fileOnly || !keep(k.name) {
 			continue
 		}
 		name, usage := flagName(k.name), fmt.Sprintf("%s (env %s)", k.usage, envName(k.name))
@@ -211,10 +246,30 @@ func checkKeys(file string, m map[string]any, prefix string) []error {
 			errs = append(errs, checkKeys(file, sub, prefix+name+".")...)
 		case !slices.Contains(here, name):
 			errs = append(errs, &KeyError{Key: prefix + k, File: file, Err: ErrUnknownKey,
-				Reason: "known keys are " + strings.Join(sectionKeys(prefix), ", ")})
+				Reason: unknownKeyReason(prefix, name, here)})
 		}
 	}
 	return errs
+}
+
+// unknownKeyReason tells what the unknown key name of the section prefix
+// may have meant, here being the keys and sections of that section: the
+// nearest of them, else (in a section) all of them.
+func unknownKeyReason(prefix, name string, here []string) string {
+	full := prefix + name
+	if prefix == "" && name == FileFlag {
+		return "--config or BRIDGE_CONFIG names the file; it is no key in it"
+	}
+	if section, rest, nested := strings.Cut(full, "."); nested && slices.Contains(names(), full) {
+		return fmt.Sprintf("write it in the %s section, as %q under %q", section, rest, section+":")
+	}
+	if near := Suggest(name, here); len(near) > 0 {
+		return DidYouMean(near, func(n string) string { return strconv.Quote(prefix + n) })
+	}
+	if prefix != "" {
+		return "the keys of " + strings.TrimSuffix(prefix, ".") + " are " + strings.Join(sectionKeys(prefix), ", ")
+	}
+	return "no setting has this name (docs/configuration.md lists them; serve --print-config prints them all)"
 }
 
 // sectionKeys lists the keys under prefix, in full.

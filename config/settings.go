@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
 // Settings is everything the bridge can be configured with. The zero value
@@ -214,6 +216,8 @@ func Defaults() Settings {
 		Metrics:           true,
 		DirectCalls:       true,
 		BackendKeepalive:  Keepalive{Timeout: 20 * time.Second},
+
+		OpenRPC: OpenRPC{Title: mapping.DefaultTitle, Version: mapping.DefaultVersion},
 
 		Streaming: defaultStreaming(),
 		Tracing:   defaultTracing(),

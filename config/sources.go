@@ -27,8 +27,9 @@ func (d Descriptors) Enabled() bool { return d.Protoset != "" || len(d.Proto) > 
 
 // OpenRPC fills the info object and servers of the OpenRPC document.
 type OpenRPC struct {
-	// Title, Version and Description of the API; empty means mapping's
-	// defaults (the services' comments for Description).
+	// Title, Version and Description of the API. Defaults gives
+	// mapping's DefaultTitle and DefaultVersion; an empty value means them
+	// too, and an empty Description means the services' comments.
 	Title, Version, Description string
 	// Servers are the URLs of the JSON-RPC endpoint. Empty means the
 	// bridge's own address, http://<listen>/ (https with TLS).

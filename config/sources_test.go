@@ -17,6 +17,11 @@ func (s Settings) withStreamingDefaults() Settings {
 	return s
 }
 
+func (s Settings) withOpenRPCDefaults() Settings {
+	s.OpenRPC = Defaults().OpenRPC
+	return s
+}
+
 func TestLoadSources(t *testing.T) {
 	dir := t.TempDir()
 	protoset := filepath.Join(dir, "api.protoset")

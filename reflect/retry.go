@@ -2,7 +2,9 @@ package reflect
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -46,7 +48,8 @@ func (o RetryOptions) withDefaults() RetryOptions {
 
 // DiscoverWithRetry calls Discover until it succeeds or ctx is done, waiting
 // an exponentially growing, jittered backoff between MinBackoff and
-// MaxBackoff after each failure. Each attempt is bounded by its own 10s
+// MaxBackoff after each failure (MaxBackoff at once for a backend without
+// reflection). Each attempt is bounded by its own 10s
 // timeout so a stalled backend cannot hang discovery. Every failure is logged
 // at Warn with its attempt number. Once ctx is done it returns ctx.Err().
 func DiscoverWithRetry(ctx context.Context, conn grpc.ClientConnInterface, opts RetryOptions) (*Registry, error) {
@@ -71,8 +74,10 @@ func discoverWithRetry(ctx context.Context, conn grpc.ClientConnInterface, opts 
 }
 
 // retry calls attempt until it succeeds or ctx is done, waiting backoff
-// between opts' bounds after each failure, which failed reports. It
-// returns nil after a success and ctx.Err() once ctx is done.
+// between opts' bounds after each failure, which failed reports; after a
+// failure wrapping ErrReflectionUnsupported it waits as long as after the
+// last of many. It returns nil after a success and ctx.Err() once ctx is
+// done.
 func retry(ctx context.Context, opts RetryOptions, attempt func() error, failed func(n int, err error, wait time.Duration)) error {
 	var timer *time.Timer
 	defer func() {
@@ -89,6 +94,11 @@ func retry(ctx context.Context, opts RetryOptions, attempt func() error, failed 
 			return ctx.Err()
 		}
 		wait := backoff(n, opts.MinBackoff, opts.MaxBackoff)
+		if errors.Is(err, ErrReflectionUnsupported) {
+			// Reflection will not appear soon (only with a redeploy):
+			// retry at the slowest pace from the start.
+			wait = backoff(math.MaxInt, opts.MinBackoff, opts.MaxBackoff)
+		}
 		failed(n, err, wait)
 		if timer == nil {
 			timer = time.NewTimer(wait)

@@ -202,12 +202,24 @@ func sendIndex(ch chan<- int, i int) {
 }
 
 // discoverFirst discovers source i, retrying with backoff until it
-// succeeds or ctx is done.
+// succeeds or ctx is done. Every failure is a Warn record, except that a
+// backend without reflection is warned of once, saying what to do, and
+// its next failures of the same kind are Debug records.
 func (w *Watcher) discoverFirst(ctx context.Context, i int) {
+	unsupported := false
 	_ = retry(ctx, w.opts.Retry, func() error { return w.discover(ctx, i) },
 		func(attempt int, err error, wait time.Duration) {
-			w.log.WarnContext(ctx, "reflect: discovery failed", "backend", w.sources[i].Name,
-				"attempt", attempt, "error", err, "retry_in", wait)
+			attrs := []any{"backend", w.sources[i].Name, "attempt", attempt, "error", err, "retry_in", wait}
+			switch {
+			case !errors.Is(err, ErrReflectionUnsupported):
+				w.log.WarnContext(ctx, "reflect: discovery failed", attrs...)
+			case !unsupported:
+				unsupported = true
+				w.log.WarnContext(ctx, "reflect: the backend has no server reflection: describe its services with --protoset FILE or --proto FILE -I DIR; "+
+					"retrying at the slowest pace (logged at debug level)", attrs...)
+			default:
+				w.log.DebugContext(ctx, "reflect: discovery failed", attrs...)
+			}
 		})
 }
 

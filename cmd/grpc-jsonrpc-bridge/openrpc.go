@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -24,8 +25,9 @@ func newOpenRPCCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: "openrpc prints the OpenRPC document the bridge would serve at GET /openrpc.json,\n" +
 			"from a FileDescriptorSet (--protoset), .proto sources (--proto, with -I import\n" +
 			"paths; comments become descriptions) or the backends' server reflection\n" +
-			"(--backend, or backends in --config FILE). It takes the settings of serve, so\n" +
-			"--config FILE gives the document that serve would serve with it.",
+			"(--backend, or backends in --config FILE). It reads the settings of serve from\n" +
+			"BRIDGE_* variables and --config FILE, so --config FILE gives the document that\n" +
+			"serve would serve with it; its flags are those that change the document.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := loadSettings(cmd)
@@ -51,7 +53,8 @@ func newOpenRPCCmd(stdout, stderr io.Writer) *cobra.Command {
 			return err
 		},
 	}
-	config.Register(cmd.Flags())
+	config.RegisterOnly(cmd.Flags(), append(slices.Clone(sourceKeys), "emit_unpopulated", "listen", "tls.cert_file", "tls.key_file",
+		"openrpc_title", "openrpc_version", "openrpc_description", "openrpc_servers", "log_level", "log_format")...)
 	return cmd
 }
 

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 )
 
 // Exit codes of run.
@@ -57,18 +61,46 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "grpc-jsonrpc-bridge",
 		Short: "A JSON-RPC 2.0 front for any gRPC backend",
-		Long: "grpc-jsonrpc-bridge discovers a gRPC backend's services by server reflection and\n" +
-			"serves each unary method as a JSON-RPC 2.0 method named <package>.<Service>.<Method>\n" +
-			"at POST /, with liveness at GET /healthz and readiness at GET /readyz.",
-		Args: cobra.NoArgs,
+		Long: "grpc-jsonrpc-bridge discovers a gRPC backend's services by server reflection (or\n" +
+			"reads them from --protoset or --proto files) and serves each method, unary and\n" +
+			"streaming, as a JSON-RPC 2.0 method named <package>.<Service>.<Method> at POST /\n" +
+			"and over WebSocket at GET /ws, with liveness at GET /healthz and readiness at\n" +
+			"GET /readyz.",
+		// No Args: cobra then answers an unknown command with suggestions.
 		RunE: func(*cobra.Command, []string) error {
-			return usageError(errors.New("missing command: try serve, demo or openrpc"))
+			return usageError(errors.New("missing command: try serve, demo, openrpc, list or describe"))
 		},
+		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetVersionTemplate("grpc-jsonrpc-bridge {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCmd(stdout, stderr), newDemoCmd(stdout, stderr), newOpenRPCCmd(stdout, stderr), newVersionCmd(stdout))
+	root.SetFlagErrorFunc(flagError)
+	root.AddCommand(newServeCmd(stdout, stderr), newDemoCmd(stdout, stderr), newOpenRPCCmd(stdout, stderr),
+		newListCmd(stdout, stderr), newDescribeCmd(stdout, stderr), newVersionCmd(stdout))
 	return root
+}
+
+// flagError adds to an unknown flag error of cmd that cmd does not take
+// that setting's flag, or else the nearest flags cmd has.
+func flagError(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	})
+	if config.IsFlag(name) {
+		return fmt.Errorf("%w: %s does not take it (it is a flag of serve)", err, cmd.CommandPath())
+	}
+	if near := config.Suggest(name, names); len(near) > 0 {
+		return fmt.Errorf("%w: %s", err, config.DidYouMean(near, func(n string) string { return "--" + n }))
+	}
+	return err
 }
