@@ -62,7 +62,7 @@ func postWith(t *testing.T, e *env, body string, h http.Header) (int, string) {
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,12 @@ import (
 
 // env is a bridge in front of a real gRPC backend on loopback TCP, whose
 // unary calls take the direct path (bridge.DirectConn), as in production.
+// testClient is the HTTP client of the tests: a transport of its own,
+// because httptest.Server.Close closes the idle connections of
+// http.DefaultTransport, which would break the requests of tests running
+// in parallel.
+var testClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+
 type env struct {
 	url     string
 	backend *testv1.Server
@@ -145,7 +151,7 @@ func (e *env) do(t testing.TB, method, path, contentType, body string) (int, []b
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
