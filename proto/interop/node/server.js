@@ -4,7 +4,8 @@
 // behaves as the Go implementation, proto/testpb/v1/server.go, and in
 // addition echoes the request metadata of every unary call: each key
 // beginning with "x-" comes back as header metadata "h-<key>" and trailer
-// metadata "t-<key>", with the same values.
+// metadata "t-<key>", with the same values; header "interop-peer" is the
+// client's address and port.
 //
 // Options, as flags or environment variables (a flag wins):
 //   --host H                     INTEROP_HOST                     127.0.0.1
@@ -124,11 +125,13 @@ function detail(name) {
 }
 
 // echoMetadata sends the header metadata of call: h-<key> for every
-// request key beginning with x-, and returns its trailer metadata,
+// request key beginning with x-, and interop-peer, the client's address
+// (which tells the connections apart); it returns the trailer metadata,
 // t-<key>.
 function echoMetadata(call) {
   const header = new grpc.Metadata();
   const trailer = new grpc.Metadata();
+  header.set('interop-peer', call.getPeer());
   const map = call.metadata.getMap();
   for (const key of Object.keys(map)) {
     if (!key.startsWith('x-')) continue;

@@ -4,7 +4,8 @@
 For the bridge's interop tests (bridge/interop). It behaves as the Go
 implementation, proto/testpb/v1/server.go, and in addition echoes the request
 metadata of every unary call: each key beginning with "x-" comes back as
-header metadata "h-<key>" and trailer metadata "t-<key>", with the same values.
+header metadata "h-<key>" and trailer metadata "t-<key>", with the same values;
+header "interop-peer" is the client's address and port.
 
 It needs Debian's python3-grpcio and python3-grpc-tools (run it with
 /usr/bin/python3). The protoc inside Debian's grpc_tools (1.14) predates
@@ -166,8 +167,10 @@ def status_code(n):
 
 
 def echo_metadata(context):
-    """Sends h-<key> headers for the request's x- keys; returns the t-<key> trailers."""
-    header, trailer = [], []
+    """Sends h-<key> headers for the request's x- keys, and interop-peer, the
+    client's address (which tells the connections apart); returns the t-<key>
+    trailers."""
+    header, trailer = [("interop-peer", context.peer())], []
     for key, value in context.invocation_metadata():
         if key.startswith("x-"):
             header.append(("h-" + key, value))
