@@ -327,7 +327,6 @@ type backend struct {
 	opts backendOptions
 	addr string // 127.0.0.1:port
 	port int
-	t    *testing.T
 
 	mu   sync.Mutex
 	proc *proc
@@ -337,7 +336,7 @@ type backend struct {
 // startBackend starts k's server with opts on a free loopback port.
 func startBackend(t *testing.T, k kind, opts backendOptions) *backend {
 	t.Helper()
-	b := &backend{kind: k, opts: opts, t: t}
+	b := &backend{kind: k, opts: opts}
 	b.start(t, 0)
 	return b
 }

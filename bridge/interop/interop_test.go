@@ -136,7 +136,7 @@ func suite(t *testing.T, k kind) {
 // uses for k) and calls it.
 func testReflection(t *testing.T, be *backend, p path) {
 	b := startBridgeNoWait(t, be, bridgeConfig{direct: p.direct})
-	if err := b.waitReady(5 * time.Second); err != nil {
+	if err := b.waitReady(3 * time.Second); err != nil {
 		t.Fatalf("discovery by reflection of the %s server: %v; the bridge's last discovery error: %s",
 			be.kind.name, err, lastDiscoveryError(b.proc))
 	}
