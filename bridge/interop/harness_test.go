@@ -130,7 +130,7 @@ func bridgeBinary(t *testing.T) string {
 		}
 		bin := filepath.Join(buildDir, "grpc-jsonrpc-bridge")
 		args := []string{"build", "-o", bin}
-		if raceEnabled && os.Getenv("INTEROP_NORACEBRIDGE") == "" {
+		if raceEnabled {
 			args = append(args, "-race")
 		}
 		cmd := exec.Command(goTool, append(args, "./cmd/grpc-jsonrpc-bridge")...)
@@ -165,6 +165,7 @@ func startProc(t *testing.T, name string, argv []string, env ...string) *proc {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), env...)
+	dieWithTest(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
