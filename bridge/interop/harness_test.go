@@ -411,6 +411,9 @@ type bridgeProc struct {
 // room for 8 MiB messages (11 MiB of base64 and more); max_response_bytes
 // and the 4 MiB limit on a response message stay as they are by default.
 const (
+	// maxMetadataBytes makes room for the metadata test's 8 KiB values,
+	// text and binary (base64), over the default of 16 KiB.
+	maxMetadataBytes = 64 << 10
 	maxBodyBytes     = 16 << 20
 	maxResponseBytes = 8 << 20 // the default
 	maxRecvMsgSize   = 4 << 20 // the default of both paths, not configurable
@@ -443,6 +446,7 @@ listen: 127.0.0.1:0
 direct_calls: %t
 max_body_bytes: %d
 max_response_bytes: %d
+max_metadata_bytes: %d
 call_timeout: 20s
 refresh_interval: 0s
 access_log: false
@@ -451,7 +455,7 @@ shutdown_timeout: 10s
 metadata:
   request_headers: %s
   response_headers: %s
-`, be.addr, cfg.direct, maxBodyBytes, maxResponseBytes, list(cfg.requestHeaders), list(cfg.responseHeaders))
+`, be.addr, cfg.direct, maxBodyBytes, maxResponseBytes, maxMetadataBytes, list(cfg.requestHeaders), list(cfg.responseHeaders))
 	if cfg.protoset {
 		yaml += "protoset: " + strconv.Quote(filepath.Join(root, "proto", "testpb", "test.protoset")) + "\n"
 	}
