@@ -116,6 +116,9 @@ func New(target string, opts Options) (*Client, error) {
 	}
 	auth := opts.Authority
 	if auth == "" {
+		// grpc-go takes the authority from here too (determineAuthority):
+		// the bridge's tls.server_name reaches both paths this way.
+		//lint:ignore SA1019 deprecated for grpc.WithAuthority, but still what grpc-go's channel uses
 		auth = cmp.Or(opts.Creds.Info().ServerName, ep.authority)
 	}
 	c := &Client{ep: ep, auth: auth, opts: opts, conns: map[*conn]bool{}}
