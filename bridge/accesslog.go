@@ -78,12 +78,13 @@ func stats(m *Metrics, r *request, h *handle) *methodStats {
 
 // refused logs and counts a request refused at the front door. reason is
 // the metric label, one of those NewMetrics registers: unauthenticated
-// (401), in_flight or rate_limit (429), body_too_large (413),
-// metadata_too_large (431), bad_header or unreadable_body (400),
-// method_not_allowed (405), not_websocket (426), not_discovered (503),
-// host_not_allowed or origin_not_allowed (403). detail says more for the
-// log line only; it is cut to maxLoggedDetail bytes. The identity is
-// empty when authentication is on and the request was refused before it.
+// (401), in_flight, rate_limit, body_reads or ws_connections (429),
+// body_too_large (413), body_timeout (408), metadata_too_large (431),
+// bad_header or unreadable_body (400), method_not_allowed (405),
+// not_websocket (426), not_discovered (503), host_not_allowed or
+// origin_not_allowed (403). detail says more for the log line only; it is
+// cut to maxLoggedDetail bytes. The identity is empty when authentication
+// is on and the request was refused before it.
 func (s *Server) refused(ctx context.Context, x *exchange, reason, detail string) {
 	s.opts.Metrics.refusal(reason)
 	if s.opts.AccessLog == nil {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -87,10 +89,6 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 			invalidRequest("JSON-RPC calls are sent with HTTP POST")))
 		return
 	}
-	if !s.enter(w, r, x) {
-		return
-	}
-	defer s.leave()
 	x.single = true
 	if r.ContentLength > s.opts.MaxBodyBytes {
 		s.tooLarge(w, r, x)
@@ -99,22 +97,9 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	in := bufPool.Get().(*bytes.Buffer)
 	defer putBuf(in)
 	in.Reset()
-	if _, err := in.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			s.tooLarge(w, r, x)
-			return
-		}
-		// The client stopped sending; there is nobody to read a reply.
-		s.log.Debug("cannot read a request body", "error", err)
-		s.refused(r.Context(), x, "unreadable_body", err.Error())
-		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID,
-			&mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": the request body could not be read"}))
+	if !s.readBody(w, r, x, in) {
 		return
 	}
-	out := bufPool.Get().(*bytes.Buffer)
-	defer putBuf(out)
-	out.Reset()
 	ctx, capture, err := s.requestContext(r, in.Bytes())
 	if err != nil {
 		s.refused(r.Context(), x, "bad_header", err.Error())
@@ -127,7 +112,19 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 		refuseMetadata(w, e)
 		return
 	}
+	// The slot is taken for the work alone: the caller is authenticated
+	// and its body read. It is held until the reply is written.
+	if !s.enter(w, r, x) {
+		return
+	}
+	defer s.leave()
+	out := bufPool.Get().(*bytes.Buffer)
+	defer putBuf(out)
+	out.Reset()
 	reply := s.Handle(ctx, in.Bytes(), out.AvailableBuffer())
+	rc := http.NewResponseController(w)
+	s.startReply(rc)
+	defer s.endReply(rc, r)
 	if x.limited != nil {
 		s.tooMany(w, r, x, x.limited)
 		return
@@ -139,6 +136,70 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	}
 	out.Write(reply) // keep the grown buffer for the pool
 	writeJSON(w, http.StatusOK, out.Bytes())
+}
+
+// readBody reads the body of r into in, within BodyTimeout and the limits
+// on bodies being read at once, or answers r itself and returns false.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, in *bytes.Buffer) bool {
+	key := clientKey(r, x)
+	if !s.startReading(w, r, x, key) {
+		return false
+	}
+	rc := http.NewResponseController(w)
+	limit, setting := s.opts.BodyTimeout, "body_timeout"
+	if hs, _ := r.Context().Value(http.ServerContextKey).(*http.Server); hs != nil && hs.ReadTimeout > 0 && hs.ReadTimeout <= limit {
+		limit, setting = hs.ReadTimeout, "read_timeout" // the server's deadline comes first: keep it
+	} else {
+		_ = rc.SetReadDeadline(time.Now().Add(limit)) // unsupported by test recorders only
+	}
+	_, err := in.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	s.doneReading(r, key)
+	if err == nil {
+		// Over HTTP/1 the deadline is the connection's: left in place, it
+		// would end the request's context in the middle of its calls.
+		// After a failed read it stays, so that net/http does not wait for
+		// the rest of the body before closing the connection.
+		_ = rc.SetReadDeadline(time.Time{})
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.tooLarge(w, r, x)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.refused(r.Context(), x, "body_timeout", "")
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
+		}
+		writeJSON(w, http.StatusRequestTimeout, appendError(nil, nullID, invalidRequest(
+			"the request body did not arrive within "+setting+" ("+limit.String()+")")))
+	default:
+		// The client stopped sending; there is nobody to read a reply.
+		s.log.Debug("cannot read a request body", "error", err)
+		s.refused(r.Context(), x, "unreadable_body", err.Error())
+		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID,
+			&mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": the request body could not be read"}))
+	}
+	return false
+}
+
+// startReply gives the reply of a POST / its deadline, ReplyTimeout from
+// now: a client that does not read it frees its MaxInFlight slot when it
+// expires, as the write fails (HTTP/1) or the stream is reset (HTTP/2).
+// It replaces the server's WriteTimeout for the reply. The deadline is
+// the request's own, so GET /ws is unaffected.
+func (s *Server) startReply(rc *http.ResponseController) {
+	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.ReplyTimeout))
+}
+
+// endReply writes out the reply under its deadline and, over HTTP/1,
+// where the deadline is the connection's, lifts it, lest it fail the
+// next request on the connection (such as a GET /ws upgrade).
+func (s *Server) endReply(rc *http.ResponseController, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		_ = rc.Flush()
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 // tooLarge answers 413 to a request whose body is larger than MaxBodyBytes,

@@ -234,12 +234,13 @@ func malformedCorpus(maxBody int64) []malformed {
 	)
 
 	// Chunked bodies that never end, and bodies shorter than their length:
-	// the server's ReadTimeout ends them.
+	// the server's ReadTimeout (shorter than body_timeout) ends them, with
+	// 408.
 	cs = append(cs,
-		malformed{name: "endless/chunked", raw: chunked(good, false), status: http.StatusBadRequest, codes: []int{cParse}},
-		malformed{name: "endless/chunked-partial-json", raw: chunked(`{"jsonrpc":"2.0","method":`, false), status: http.StatusBadRequest, codes: []int{cParse}},
-		malformed{name: "endless/chunk-size-only", raw: []byte("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n"), status: http.StatusBadRequest, codes: []int{cParse}},
-		malformed{name: "endless/short-length", raw: []byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + good), status: http.StatusBadRequest, codes: []int{cParse}},
+		malformed{name: "endless/chunked", raw: chunked(good, false), status: http.StatusRequestTimeout, codes: []int{cInvalid}},
+		malformed{name: "endless/chunked-partial-json", raw: chunked(`{"jsonrpc":"2.0","method":`, false), status: http.StatusRequestTimeout, codes: []int{cInvalid}},
+		malformed{name: "endless/chunk-size-only", raw: []byte("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n"), status: http.StatusRequestTimeout, codes: []int{cInvalid}},
+		malformed{name: "endless/short-length", raw: []byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + good), status: http.StatusRequestTimeout, codes: []int{cInvalid}},
 		malformed{name: "endless/bad-chunk-size", raw: []byte("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n" + good + "\r\n0\r\n\r\n"), status: http.StatusBadRequest, codes: []int{cParse}},
 	)
 

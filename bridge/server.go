@@ -29,6 +29,16 @@ const (
 	DefaultWSPingInterval          = 30 * time.Second
 )
 
+// Defaults of the front door's bounds on slow clients (see docs/security.md).
+const (
+	DefaultBodyTimeout               = 10 * time.Second
+	DefaultReplyTimeout              = 30 * time.Second
+	DefaultMaxBodyReadsPerClient     = 64
+	DefaultMaxBodyReadsPerConnection = 16
+	DefaultMaxWSConnections          = 1024
+	DefaultMaxWSConnectionsPerClient = 128
+)
+
 // Options are the limits and behaviour of a Server, fixed at construction.
 // A zero field takes the default named beside it.
 type Options struct {
@@ -89,10 +99,11 @@ type Options struct {
 	// MaxStreamsPerConnection bounds the open streams of one WebSocket
 	// connection. Zero means DefaultMaxStreamsPerConnection.
 	MaxStreamsPerConnection int
-	// MaxCallsPerConnection bounds the frames of one WebSocket connection
-	// being answered at once; past it the bridge stops reading the
-	// connection until one is done. Zero means
-	// DefaultMaxCallsPerConnection.
+	// MaxCallsPerConnection bounds the calls of one WebSocket connection
+	// being answered at once, each member of a batch counting one (a
+	// batch larger than the bound counts as the bound); past it the
+	// bridge stops reading the connection until calls are done. Zero
+	// means DefaultMaxCallsPerConnection.
 	MaxCallsPerConnection int
 	// WSPingInterval is how often the bridge pings an idle WebSocket
 	// client; a pong, or the write of a frame, that takes longer closes
@@ -136,9 +147,11 @@ type Options struct {
 	// caller's identity reaches the backend; a client's own value under it
 	// is always dropped. Empty means DefaultIdentityMetadataKey.
 	IdentityMetadataKey string
-	// MaxInFlight bounds the JSON-RPC HTTP requests being answered at once
-	// (a batch counts once); beyond it the bridge answers HTTP 429. Zero
-	// means DefaultMaxInFlight.
+	// MaxInFlight bounds the JSON-RPC HTTP requests and WebSocket frames
+	// being answered at once (a batch counts once), from when the body or
+	// frame is read until the reply is written; beyond it the bridge
+	// answers HTTP 429 (over WebSocket, error 8). Zero means
+	// DefaultMaxInFlight.
 	MaxInFlight int
 	// RateLimit is the sustained number of calls a second each identity
 	// may make (every member of a batch counts); past it the bridge
@@ -148,6 +161,32 @@ type Options struct {
 	// RateBurst is how many calls an identity may make at once above
 	// RateLimit. Zero means the larger of MaxBatchSize and RateLimit.
 	RateBurst int
+	// BodyTimeout bounds the time the body of a POST / takes to arrive,
+	// from the end of its headers (the http.Server's ReadTimeout does when
+	// it is shorter); past it the request is answered HTTP 408. Zero means
+	// DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// ReplyTimeout bounds the time the reply of a POST / takes to be
+	// written, from when it is ready; past it the connection (HTTP/1) or
+	// the stream (HTTP/2) is closed and the request's MaxInFlight slot
+	// freed. Zero means DefaultReplyTimeout.
+	ReplyTimeout time.Duration
+	// MaxBodyReadsPerClient bounds the POST / bodies being read at once
+	// for one client: its identity, or its IP address when authentication
+	// is off; more get HTTP 429. Zero means DefaultMaxBodyReadsPerClient.
+	MaxBodyReadsPerClient int
+	// MaxBodyReadsPerConnection bounds the POST / bodies being read at
+	// once on one HTTP/2 connection (an HTTP/1 connection reads one at a
+	// time); more get HTTP 429. Zero means
+	// DefaultMaxBodyReadsPerConnection.
+	MaxBodyReadsPerConnection int
+	// MaxWSConnections bounds the open WebSocket connections; more get
+	// HTTP 429. Zero means DefaultMaxWSConnections.
+	MaxWSConnections int
+	// MaxWSConnectionsPerClient bounds the open WebSocket connections of
+	// one client, as MaxBodyReadsPerClient counts clients. Zero means
+	// DefaultMaxWSConnectionsPerClient.
+	MaxWSConnectionsPerClient int
 	// MaxResponseBytes bounds the reply of a single call, and the sum of
 	// the replies of a batch; a call whose reply does not fit gets
 	// RESOURCE_EXHAUSTED (8) instead. Zero means DefaultMaxResponseBytes.

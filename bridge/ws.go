@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
 // Causes of the end of a WebSocket connection's context.
@@ -141,6 +145,15 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		refuseMetadata(w, e)
 		return
 	}
+	x := exchangeFrom(ctx)
+	if x == nil { // not through the front door: no identity, no request id
+		x = &exchange{}
+	}
+	key := clientKey(r, x)
+	if !s.openWS(w, r, x, key) {
+		return
+	}
+	defer s.closeWS(key)
 	closing, ok := s.ws.add()
 	if !ok {
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"error":"the server is shutting down"}`))
@@ -186,7 +199,8 @@ type wsConn struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // every goroutine of the connection
-	// slots holds one token per frame being answered, bounding them.
+	// slots holds one token per call being answered (see calls),
+	// bounding them.
 	slots chan struct{}
 	// stalled is set while the reader waits for a slot: nothing reads
 	// pongs then, so no pings are sent.
@@ -223,16 +237,56 @@ func (c *wsConn) serve(closing <-chan struct{}) {
 			c.ws.Close(websocket.StatusUnsupportedData, "JSON-RPC messages are sent as text frames")
 			return
 		}
-		if !c.acquire() {
+		n := c.calls(data)
+		if !c.acquire(n) {
 			return
 		}
-		c.dispatch(data)
+		c.dispatch(data, n)
 	}
 }
 
-// acquire takes a slot for a frame, waiting while MaxCallsPerConnection
-// frames are being answered.
-func (c *wsConn) acquire() bool {
+// calls is how many of the connection's slots the frame data takes: one
+// per member of a batch, at most MaxCallsPerConnection; one for anything
+// else, such as a single call or a batch refused whole.
+func (c *wsConn) calls(data []byte) int {
+	b := data
+	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
+		b = b[3:]
+	}
+	b = b[skipSpace(b, 0):]
+	if len(b) == 0 || b[0] != '[' {
+		return 1
+	}
+	end, err := scanValue(b, 0, 0)
+	if err != nil || skipSpace(b, end) != len(b) {
+		return 1 // answered with one parse error
+	}
+	n := 0
+	for i := skipSpace(b, 1); b[i] != ']'; n++ {
+		i = skipSpace(b, skipValue(b, i))
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	if n < 1 || n > c.s.opts.MaxBatchSize {
+		return 1
+	}
+	return min(n, c.s.opts.MaxCallsPerConnection)
+}
+
+// acquire takes n slots for a frame, waiting while the calls being
+// answered leave fewer free.
+func (c *wsConn) acquire(n int) bool {
+	for i := range n {
+		if !c.acquireOne() {
+			c.release(i)
+			return false
+		}
+	}
+	return true
+}
+
+func (c *wsConn) acquireOne() bool {
 	select {
 	case c.slots <- struct{}{}:
 		return true
@@ -248,7 +302,11 @@ func (c *wsConn) acquire() bool {
 	}
 }
 
-func (c *wsConn) release() { <-c.slots }
+func (c *wsConn) release(n int) {
+	for range n {
+		<-c.slots
+	}
+}
 
 // frameKey is the context key of the *wsFrame a call belongs to.
 type frameKey struct{}
@@ -285,24 +343,90 @@ func (f *wsFrame) replied() {
 	f.opened = nil
 }
 
-// dispatch answers one frame in a goroutine of the connection.
-func (c *wsConn) dispatch(data []byte) {
+// dispatch answers one frame, which holds n of the connection's slots,
+// in a goroutine of the connection. Like a POST /, a frame takes one of
+// the server's MaxInFlight slots until its reply is written, or is
+// answered error 8 when none is free; frames calling the stream methods,
+// which act on the connection's own streams, take none.
+func (c *wsConn) dispatch(data []byte, n int) {
 	f := &wsFrame{conn: c}
 	ctx := context.WithValue(c.ctx, frameKey{}, f)
 	if isControlFrame(data) {
 		reply := c.s.Handle(ctx, data, nil)
 		c.wg.Go(func() {
-			defer c.release()
+			defer c.release(n)
 			c.reply(f, reply)
 		})
 		return
 	}
+	if !c.s.takeSlot() {
+		ref := c.s.inFlightRefusal()
+		c.s.opts.Metrics.refusal(ref.reason)
+		reply := refuseFrame(data, mapping.StatusError(status.New(codes.ResourceExhausted, ref.message), nil))
+		c.wg.Go(func() {
+			defer c.release(n)
+			c.reply(f, reply)
+		})
+		return
+	}
+	c.s.opts.Metrics.requestStarted()
 	c.wg.Go(func() {
-		defer c.release()
+		defer c.release(n)
+		defer c.s.leave()
 		var reply []byte
 		defer func() { c.reply(f, reply) }()
 		reply = c.s.Handle(ctx, data, nil)
 	})
+}
+
+// refuseFrame is the reply to the frame data when none of its calls may
+// run: the error e for each call, with its id, as a batch when data is
+// one; nothing for notifications. A frame that is not valid JSON gets e
+// once, with a null id.
+func refuseFrame(data []byte, e *mapping.Error) []byte {
+	b := data
+	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
+		b = b[3:]
+	}
+	b = b[skipSpace(b, 0):]
+	end, err := scanValue(b, 0, 0)
+	if err != nil || skipSpace(b, end) != len(b) || b[0] != '{' && b[0] != '[' {
+		return appendError(nil, nullID, e)
+	}
+	refuse := func(dst, m []byte) []byte {
+		if m[0] != '{' {
+			return appendError(dst, nullID, e)
+		}
+		r := parseRequest(m)
+		switch {
+		case r.invalid != nil:
+			return appendError(dst, nullID, e)
+		case r.notification():
+			return dst
+		}
+		return appendError(dst, r.id, e)
+	}
+	if b[0] == '{' {
+		return refuse(nil, b[:end])
+	}
+	members := splitArray(b[:end])
+	if len(members) == 0 {
+		return appendError(nil, nullID, e)
+	}
+	dst := []byte{'['}
+	for _, m := range members {
+		n := len(dst)
+		if n > 1 {
+			dst = append(dst, ',')
+		}
+		if dst = refuse(dst, m); len(dst) == n+1 && n > 1 {
+			dst = dst[:n] // a notification: no comma either
+		}
+	}
+	if len(dst) == 1 {
+		return nil
+	}
+	return append(dst, ']')
 }
 
 // reply writes the reply of f, if any, and then lets the streams it

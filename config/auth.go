@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -91,6 +92,28 @@ func (s Settings) validateGuard() []error {
 	}
 	if s.WriteTimeout > 0 && s.WriteTimeout <= s.CallTimeout {
 		bad("write_timeout", "must be 0s (off) or longer than call_timeout (%s), got %s", s.CallTimeout, s.WriteTimeout)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"body_timeout", s.BodyTimeout}, {"reply_timeout", s.ReplyTimeout}} {
+		if d.v <= 0 {
+			bad(d.key, "must be positive, got %s", d.v)
+		}
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{
+		{"max_body_reads_per_client", s.MaxBodyReadsPerClient},
+		{"max_body_reads_per_connection", s.MaxBodyReadsPerConnection},
+		{"http2_max_concurrent_streams", s.HTTP2MaxConcurrentStreams},
+		{"max_ws_connections", s.MaxWSConnections},
+		{"max_ws_connections_per_client", s.MaxWSConnectionsPerClient},
+	} {
+		if n.v < 1 {
+			bad(n.key, "must be at least 1, got %d", n.v)
+		}
 	}
 	return errs
 }

@@ -84,6 +84,19 @@ type Settings struct {
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are
 	// those of the HTTP server; a zero WriteTimeout means none.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// BodyTimeout bounds the time a POST / body takes to arrive, and
+	// ReplyTimeout the time its reply takes to be written once ready.
+	BodyTimeout, ReplyTimeout time.Duration
+	// MaxBodyReadsPerClient and MaxBodyReadsPerConnection bound the POST
+	// / bodies being read at once for one client (identity, or IP address
+	// with authentication off) and on one HTTP/2 connection.
+	MaxBodyReadsPerClient, MaxBodyReadsPerConnection int
+	// HTTP2MaxConcurrentStreams bounds the streams of one HTTP/2
+	// connection (HTTPS listener).
+	HTTP2MaxConcurrentStreams int
+	// MaxWSConnections and MaxWSConnectionsPerClient bound the open
+	// WebSocket connections, in all and per client.
+	MaxWSConnections, MaxWSConnectionsPerClient int
 	// AccessLog logs one record per call and per refused request.
 	AccessLog bool
 	// Metrics serves Prometheus metrics at GET /metrics.
@@ -218,6 +231,13 @@ func Defaults() Settings {
 		BackendKeepalive:  Keepalive{Timeout: 20 * time.Second},
 
 		OpenRPC: OpenRPC{Title: mapping.DefaultTitle, Version: mapping.DefaultVersion},
+		BodyTimeout:               10 * time.Second,
+		ReplyTimeout:              30 * time.Second,
+		MaxBodyReadsPerClient:     64,
+		MaxBodyReadsPerConnection: 16,
+		HTTP2MaxConcurrentStreams: 100,
+		MaxWSConnections:          1024,
+		MaxWSConnectionsPerClient: 128,
 
 		Streaming: defaultStreaming(),
 		Tracing:   defaultTracing(),

@@ -89,12 +89,19 @@ func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bri
 	o.MaxResponseBytes = s.MaxResponseBytes
 	o.RateLimit = float64(s.RateLimit)
 	o.RateBurst = s.RateBurst
+	o.BodyTimeout = s.BodyTimeout
+	o.ReplyTimeout = s.ReplyTimeout
+	o.MaxBodyReadsPerClient = s.MaxBodyReadsPerClient
+	o.MaxBodyReadsPerConnection = s.MaxBodyReadsPerConnection
+	o.MaxWSConnections = s.MaxWSConnections
+	o.MaxWSConnectionsPerClient = s.MaxWSConnectionsPerClient
 	o.Metrics = m
 	o.AccessLog = access
 	return o
 }
 
-// httpServer is the HTTP server of h with the timeouts of s.
+// httpServer is the HTTP server of h with the timeouts of s, and its
+// limit of streams per HTTP/2 connection (HTTP/2 is served over TLS only).
 func httpServer(h http.Handler, s config.Settings, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -103,6 +110,7 @@ func httpServer(h http.Handler, s config.Settings, log *slog.Logger) *http.Serve
 		WriteTimeout:      s.WriteTimeout,
 		IdleTimeout:       s.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: s.HTTP2MaxConcurrentStreams},
 	}
 }
 
