@@ -230,7 +230,7 @@ func Defaults() Settings {
 		DirectCalls:       true,
 		BackendKeepalive:  Keepalive{Timeout: 20 * time.Second},
 
-		OpenRPC: OpenRPC{Title: mapping.DefaultTitle, Version: mapping.DefaultVersion},
+		OpenRPC:                   OpenRPC{Title: mapping.DefaultTitle, Version: mapping.DefaultVersion},
 		BodyTimeout:               10 * time.Second,
 		ReplyTimeout:              30 * time.Second,
 		MaxBodyReadsPerClient:     64,
