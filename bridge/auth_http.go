@@ -128,6 +128,11 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchang
 		challenge += `, error="invalid_request"`
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
+	if r.ProtoMajor == 1 && r.ContentLength != 0 {
+		// The body is never read: net/http would wait for it (up to
+		// read_timeout) to reuse the connection. Close it instead.
+		w.Header().Set("Connection", "close")
+	}
 	e := mapping.StatusError(status.New(codes.Unauthenticated, authMessages[fail]), nil)
 	s.refused(r.Context(), x, "unauthenticated", authReasons[fail])
 	writeJSON(w, http.StatusUnauthorized, appendError(nil, nullID, e))
