@@ -21,9 +21,10 @@ import (
 // A DirectConn is a backend connection whose unary calls go through the
 // bridge's own HTTP/2 client instead of grpc-go's: the calling goroutine
 // writes the frames, concurrent calls share writes, and a batch's calls
-// leave in one write. Streaming calls, reflection and the connection's
-// state stay with the *grpc.ClientConn it embeds, which must have been
-// created for the same target.
+// leave in one write. Server-streaming calls answered in one reply take
+// it too. Other streaming calls, reflection and the connection's state
+// stay with the *grpc.ClientConn it embeds, which must have been created
+// for the same target.
 type DirectConn struct {
 	*grpc.ClientConn
 	lean    *lean.Client

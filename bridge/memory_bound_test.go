@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
@@ -70,7 +71,8 @@ func (rawServerCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // bigBackend serves test.v1.TestService.Echo, which answers a request
 // with fInt32 n with a message whose fString has n bytes, and
 // ServerStream, which sends count messages whose payload has payloadSize
-// bytes. Fields are encoded once per size.
+// bytes, and ClientStream, which reads nothing. Fields are encoded once per
+// size.
 type bigBackend struct {
 	mu     sync.Mutex
 	fields map[[2]int][]byte // by field number and size
@@ -124,6 +126,13 @@ func (b *bigBackend) serverStream(_ any, ss grpc.ServerStream) error {
 	return nil
 }
 
+// holdStream is bigBackend's ClientStream: it reads nothing until the
+// call is cancelled.
+func holdStream(_ any, ss grpc.ServerStream) error {
+	<-ss.Context().Done()
+	return ss.Context().Err()
+}
+
 // newBigEnv serves bigBackend on loopback and a bridge in front of it,
 // whose unary calls take the direct path when direct is true.
 func newBigEnv(t testing.TB, opts bridge.Options, direct bool) (*env, *bigBackend) {
@@ -133,19 +142,25 @@ func newBigEnv(t testing.TB, opts bridge.Options, direct bool) (*env, *bigBacken
 		t.Fatal(err)
 	}
 	b := &bigBackend{fields: map[[2]int][]byte{}}
-	gs := grpc.NewServer(grpc.ForceServerCodecV2(rawServerCodec{}))
+	// A fixed window, so that a stream the backend does not read holds
+	// the bridge back after a known amount.
+	gs := grpc.NewServer(grpc.ForceServerCodecV2(rawServerCodec{}), grpc.InitialWindowSize(64<<10), grpc.InitialConnWindowSize(16<<20))
 	gs.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "test.v1.TestService",
 		HandlerType: (*any)(nil),
 		Methods:     []grpc.MethodDesc{{MethodName: "Echo", Handler: b.echo}},
-		Streams:     []grpc.StreamDesc{{StreamName: "ServerStream", Handler: b.serverStream, ServerStreams: true}},
-		Metadata:    "test.proto",
+		Streams: []grpc.StreamDesc{
+			{StreamName: "ServerStream", Handler: b.serverStream, ServerStreams: true},
+			{StreamName: "ClientStream", Handler: holdStream, ClientStreams: true},
+		},
+		Metadata: "test.proto",
 	}, b)
 	reflection.Register(gs)
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
 	addr := lis.Addr().String()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, append(bridge.BackendDialOptions(opts),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,6 +411,56 @@ func TestBatchStreamsMemoryBounded(t *testing.T) {
 	}
 }
 
+// TestStreamWSMemoryBounded opens four server streams of 64 messages of
+// 3 MB on a WebSocket connection in four small frames and never reads
+// (issue 13, point 4): the bridge stops reading the backend once the
+// connection's buffer is full, instead of buffering the streams, while
+// other clients keep being answered.
+func TestStreamWSMemoryBounded(t *testing.T) {
+	const streams, count, size = 4, 64, 3 << 20
+	e, backend := newBigEnv(t, bridge.Options{WSPingInterval: -1}, true)
+	stop := legitClients(t, e)
+	h := watchHeap(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	attacker, _, err := websocket.Dial(ctx, e.url+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer attacker.CloseNow()
+	for i := range streams {
+		frame := request(serverStream, fmt.Sprintf(`{"count":%d,"payloadSize":%d}`, count, size), i+1)
+		if err := attacker.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Let the bridge buffer all it will, and check that it holds.
+	var live int64
+	for range 3 {
+		time.Sleep(time.Second)
+		live = max(live, h.live())
+	}
+	peak, _ := h.end()
+	sent := backend.sent.Load()
+
+	// A well-behaved WebSocket client on another connection is served.
+	w := dialWS(t, e)
+	id := w.open(serverStream, `{"count":3,"payloadSize":10}`, 1)
+	if msgs, end := w.drain(id); len(msgs) != 3 || end != nil {
+		t.Errorf("well-behaved stream: got %d messages and end %v, want 3 and success", len(msgs), end)
+	}
+	stop()
+	t.Logf("%d streams of %d x %d MiB never read: the backend sent %d messages; heap +%.1f MiB after GC, peak +%.1f MiB",
+		streams, count, size>>20, sent, mb(live), mb(peak))
+	if live > 32<<20 {
+		t.Errorf("the heap holds %.1f MiB more after GC, want under 32 MiB", mb(live))
+	}
+	if sent > streams*count/2 {
+		t.Errorf("the backend sent %d of %d messages to a client that reads none, want it held back", sent, streams*count)
+	}
+}
+
 // TestReplyBudget: unary responses and collected streams take their share
 // of max_response_bytes as they arrive, on both call paths, and what does
 // not fit is refused with the documented errors.
@@ -447,5 +512,108 @@ func TestReplyBudget(t *testing.T) {
 				t.Errorf("the next request: got %v, want a result", r)
 			}
 		})
+	}
+}
+
+// TestStreamWSBufferBytes: a stream stops reading its backend once
+// stream_buffer_bytes of it wait for the client, and a connection once
+// ws_buffer_bytes of its streams' do; a client that reads nothing for
+// slow_client_timeout gets SLOW_CLIENT naming the limit it hit.
+func TestStreamWSBufferBytes(t *testing.T) {
+	const count, size = 64, 1 << 20
+	tests := []struct {
+		name    string
+		opts    bridge.Options
+		streams int
+		limit   string
+		value   string
+	}{
+		{"stream_buffer_bytes", bridge.Options{}, 1, "stream_buffer_bytes", "1048576"},
+		{"ws_buffer_bytes", bridge.Options{StreamBufferBytes: 64 << 20, WSBufferBytes: 4 << 20}, 6, "ws_buffer_bytes", "4194304"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkLeaks(t)
+			tt.opts.SlowClientTimeout, tt.opts.WSPingInterval = 500*time.Millisecond, -1
+			e, backend := newBigEnv(t, tt.opts, true)
+			w := dialWS(t, e)
+			w.c.SetReadLimit(4 << 20)
+			// Opened in one batch: no stream sends before its reply.
+			calls := make([]string, tt.streams)
+			for i := range calls {
+				calls[i] = request(serverStream, fmt.Sprintf(`{"count":%d,"payloadSize":%d}`, count, size), i+1)
+			}
+			w.send("[" + strings.Join(calls, ",") + "]")
+			if b, err := w.recvRaw(); err != nil || !bytes.Contains(b, []byte(`"result":{"stream":"s1"}`)) {
+				t.Fatalf("got %.300s, %v, want the batch's reply", b, err)
+			}
+			time.Sleep(1500 * time.Millisecond) // past slow_client_timeout, reading nothing
+			sent := backend.sent.Load()
+			t.Logf("%d streams of %d x %d MiB not read: the backend sent %d messages", tt.streams, count, size>>20, sent)
+			// What the sockets hold, the window per stream and one message
+			// in the backend's own buffers: far fewer than all.
+			if sent > int64(tt.streams*count/2) {
+				t.Errorf("the backend sent %d of %d messages, want it held back", sent, tt.streams*count)
+			}
+			ends := 0
+			for ends < tt.streams {
+				m := w.recv()
+				p, _ := m["params"].(map[string]any)
+				if m["method"] != "rpc.stream.end" {
+					continue
+				}
+				ends++
+				end, _ := p["error"].(map[string]any)
+				d, _ := end["data"].(map[string]any)
+				details, _ := d["details"].([]any)
+				var meta map[string]any
+				if len(details) == 1 {
+					meta, _ = details[0].(map[string]any)["metadata"].(map[string]any)
+				}
+				if errReason(end) != "SLOW_CLIENT" || meta["limit"] != tt.limit || meta["value"] != tt.value {
+					t.Errorf("stream %v: got end %v, want SLOW_CLIENT with limit %s, value %s", p["stream"], end, tt.limit, tt.value)
+				}
+			}
+			// The connection still works.
+			w.result(request("test.v1.TestService.Echo", `{"fInt32":3}`, 100))
+		})
+	}
+}
+
+// TestStreamWSSendBytes: messages of rpc.stream.send queue for a backend
+// that does not read them only up to stream_buffer_bytes; past it they are
+// refused with SEND_BUFFER_FULL naming the limit.
+func TestStreamWSSendBytes(t *testing.T) {
+	checkLeaks(t)
+	e, _ := newBigEnv(t, bridge.Options{WSPingInterval: -1}, true)
+	w := dialWS(t, e)
+	id := w.open(clientStream, "", 1)
+	msg := fmt.Sprintf(`{"text":%q}`, strings.Repeat("x", 100<<10))
+	accepted := 0
+	for i := range 200 {
+		reply, _ := w.call(control("rpc.stream.send", id, msg, 10+i))
+		if reply["result"] == true {
+			accepted++
+			continue
+		}
+		e, _ := reply["error"].(map[string]any)
+		d, _ := e["data"].(map[string]any)
+		details, _ := d["details"].([]any)
+		var meta map[string]any
+		if len(details) == 1 {
+			meta, _ = details[0].(map[string]any)["metadata"].(map[string]any)
+		}
+		if errReason(e) != "SEND_BUFFER_FULL" || meta["limit"] != "stream_buffer_bytes" || meta["value"] != "1048576" {
+			t.Fatalf("send %d: got %v, want SEND_BUFFER_FULL with limit stream_buffer_bytes, value 1048576", i, e)
+		}
+		break
+	}
+	t.Logf("%d sends of 100 KiB accepted for a backend that reads none", accepted)
+	// The queue, and what the windows and the stream's writer hold.
+	if accepted == 0 || accepted > 20 {
+		t.Errorf("%d sends of 100 KiB accepted, want about 1 MiB of them", accepted)
+	}
+	if got := w.result(control("rpc.stream.cancel", id, "", 2)); got != true {
+		t.Errorf("cancel: got %v, want true", got)
 	}
 }
