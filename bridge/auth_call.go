@@ -12,6 +12,11 @@ import (
 type outcome struct {
 	h    *handle      // the method called, nil if the name matched none
 	code mapping.Code // the code of a notification, which has no reply to read it from
+	// reserved is what the response took of the batch's budget as it
+	// arrived, for capReply to settle; overBudget says it was refused
+	// then, for not fitting in what was left.
+	reserved   int64
+	overBudget bool
 }
 
 // call runs one request and appends its reply; a notification appends
@@ -31,7 +36,7 @@ func (s *Server) callWithin(ctx context.Context, t *table, r *request, dst []byt
 	}
 	start := len(dst)
 	var o outcome
-	out := s.run(ctx, t, r, dst, &o)
+	out := s.run(ctx, t, r, dst, budget, &o)
 	return s.settle(ctx, out, start, r, o, budget, began)
 }
 
@@ -42,7 +47,7 @@ func (s *Server) settle(ctx context.Context, out []byte, start int, r *request, 
 	if len(out) > start {
 		o.code = replyCode(out[start:], r)
 	}
-	out, o.code = s.capReply(out, start, r, o.code, budget)
+	out, o.code = s.capReply(out, start, r, o, budget)
 	if s.observing() {
 		s.observe(ctx, r, o.h, o.code, began)
 	}

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,9 +55,14 @@ func (s *Server) batch(ctx context.Context, t *table, b, dst []byte) []byte {
 	work()
 	wg.Wait()
 
-	start := len(dst)
-	dst = append(dst, '[')
+	size := 2
 	for _, rep := range replies {
+		size += len(rep) + 1
+	}
+	start := len(dst)
+	dst = append(slices.Grow(dst, size), '[')
+	for i, rep := range replies {
+		replies[i] = nil // for the collector, once copied
 		if len(rep) == 0 {
 			continue
 		}
@@ -101,7 +107,7 @@ func (s *Server) batchDirect(ctx context.Context, t *table, reqs []request, repl
 	}
 	for i := range reqs {
 		started = started[:len(started)+1]
-		if !s.startDirect(callCtx, t, &reqs[i], md, &g, &started[len(started)-1]) {
+		if !s.startDirect(callCtx, t, &reqs[i], md, budget, &g, &started[len(started)-1]) {
 			started = started[:len(started)-1]
 			rest = append(rest, i)
 			continue

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -20,9 +21,10 @@ import (
 // A DirectConn is a backend connection whose unary calls go through the
 // bridge's own HTTP/2 client instead of grpc-go's: the calling goroutine
 // writes the frames, concurrent calls share writes, and a batch's calls
-// leave in one write. Streaming calls, reflection and the connection's
-// state stay with the *grpc.ClientConn it embeds, which must have been
-// created for the same target.
+// leave in one write. Server-streaming calls answered in one reply take
+// it too. Other streaming calls, reflection and the connection's state
+// stay with the *grpc.ClientConn it embeds, which must have been created
+// for the same target.
 type DirectConn struct {
 	*grpc.ClientConn
 	lean    *lean.Client
@@ -110,6 +112,7 @@ func putCall(c *lean.Call) {
 		return
 	}
 	c.Metadata, c.Header, c.Trailer, c.Err = nil, nil, nil, nil
+	c.Stream, c.MaxMessages, c.Budget, c.Limit, c.Reserved = false, 0, nil, 0, 0
 	callPool.Put(c)
 }
 
@@ -128,6 +131,17 @@ func (a answer) bytes() []byte {
 		return a.frame.b
 	}
 	return nil // no answer: the call failed
+}
+
+// reserved is what the response took of its reply's budget.
+func (a answer) reserved() int64 {
+	switch {
+	case a.call != nil:
+		return a.call.Reserved
+	case a.frame != nil:
+		return a.frame.n
+	}
+	return 0
 }
 
 func (a answer) release() {
@@ -161,28 +175,56 @@ func newCall(h *handle, r *request, md metadata.MD) (*lean.Call, *mapping.Error)
 	return call, nil
 }
 
-// invokeDirect makes the call of r through h's direct path.
-func (s *Server) invokeDirect(ctx context.Context, t *table, h *handle, r *request) (answer, *mapping.Error) {
+// invokeDirect makes the call of r through h's direct path; its response
+// takes its length of budget as soon as its prefix arrives (see invoke).
+func (s *Server) invokeDirect(ctx context.Context, t *table, h *handle, r *request, budget *atomic.Int64) (answer, *mapping.Error) {
 	call, e := newCall(h, r, outgoingMD(ctx))
 	if e != nil {
 		return answer{}, e
 	}
+	s.budgetCall(call, budget)
 	c, _ := ctx.Value(captureKey{}).(*captured)
 	call.Capture = c != nil
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
 	defer cancel()
-	if err := h.direct.Invoke(ctx, call); err != nil {
-		if c != nil {
-			c.header, c.trailer = call.Header, call.Trailer
-		}
-		remote := call.Remote
-		putCall(call)
-		return answer{}, s.statusError(ctx, h, err, remote, t.resolver)
-	}
+	err := h.direct.Invoke(ctx, call)
 	if c != nil {
 		c.header, c.trailer = call.Header, call.Trailer
 	}
+	if err != nil {
+		e := s.directError(ctx, t, h, call, err)
+		putCall(call)
+		return answer{}, e
+	}
 	return answer{call: call}, nil
+}
+
+// budgetCall makes the response of call take its length of budget (nil
+// for a single call: MaxResponseBytes) as soon as it is known.
+func (s *Server) budgetCall(call *lean.Call, budget *atomic.Int64) {
+	if budget != nil {
+		call.Budget = budget
+	} else {
+		call.Limit = s.opts.MaxResponseBytes
+	}
+}
+
+// directError maps the failure err of call, which gives back what it took
+// of its budget: errOverBudget when its response did not fit.
+func (s *Server) directError(ctx context.Context, t *table, h *handle, call *lean.Call, err error) *mapping.Error {
+	giveBack(call)
+	if errors.Is(err, lean.ErrOverBudget) {
+		return errOverBudget
+	}
+	return s.statusError(ctx, h, err, call.Remote, t.resolver)
+}
+
+// giveBack gives back what the response of call took of its budget.
+func giveBack(call *lean.Call) {
+	if call.Budget != nil {
+		call.Budget.Add(call.Reserved)
+	}
+	call.Budget, call.Reserved = nil, 0
 }
 
 // startedCall is a batch member started on a direct path, to be finished
@@ -197,7 +239,7 @@ type startedCall struct {
 // startDirect starts r in g when it is a unary call whose method has a
 // direct path, the caller may call it and its params transcode; it
 // returns false for any other request, which then runs the ordinary way.
-func (s *Server) startDirect(ctx context.Context, t *table, r *request, md metadata.MD, g *lean.Group, sc *startedCall) bool {
+func (s *Server) startDirect(ctx context.Context, t *table, r *request, md metadata.MD, budget *atomic.Int64, g *lean.Group, sc *startedCall) bool {
 	if r.invalid != nil || t == nil {
 		return false
 	}
@@ -212,6 +254,7 @@ func (s *Server) startDirect(ctx context.Context, t *table, r *request, md metad
 	if e != nil {
 		return false // the ordinary way answers the params' error
 	}
+	call.Budget = budget
 	*sc = startedCall{r: r, h: h, call: call}
 	if s.observing() {
 		sc.began = s.startCall()
@@ -238,8 +281,11 @@ func (s *Server) finishDirect(ctx, callCtx context.Context, t *table, sc *starte
 	}()
 	var e *mapping.Error
 	if call.Err != nil {
-		e = s.statusError(callCtx, h, call.Err, call.Remote, t.resolver)
+		if e = s.directError(callCtx, t, h, call, call.Err); e == errOverBudget {
+			o.overBudget, e = true, s.overBudget(budget)
+		}
 		o.code = e.Code
 	}
+	o.reserved = call.Reserved
 	return s.settle(ctx, s.appendReply(nil, r, h, call.Response, e), 0, r, o, budget, sc.began)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -54,8 +55,10 @@ func (s *Server) handle(ctx context.Context, t *table, body, dst []byte) []byte 
 }
 
 // run runs one request for call and appends its reply; a notification
-// appends nothing. A panic anywhere below becomes -32603 and a log line.
-func (s *Server) run(ctx context.Context, t *table, r *request, dst []byte, o *outcome) (out []byte) {
+// appends nothing. Its response takes its share of budget (nil for a
+// single call) as it arrives, recorded in o. A panic anywhere below
+// becomes -32603 and a log line.
+func (s *Server) run(ctx context.Context, t *table, r *request, dst []byte, budget *atomic.Int64, o *outcome) (out []byte) {
 	start := len(dst)
 	defer func() {
 		if p := recover(); p != nil {
@@ -88,12 +91,16 @@ func (s *Server) run(ctx context.Context, t *table, r *request, dst []byte, o *o
 		return appendError(dst, r.id, e)
 	}
 	if isStreamCall(t, r.method) {
-		return s.callStream(ctx, t, r, dst)
+		return s.callStream(ctx, t, r, dst, budget, o)
 	}
-	h, resp, e := s.invoke(ctx, t, r)
+	h, resp, e := s.invoke(ctx, t, r, budget)
+	if e == errOverBudget {
+		o.overBudget, e = true, s.overBudget(budget)
+	}
 	if e != nil {
 		o.code = e.Code
 	}
+	o.reserved = resp.reserved()
 	defer resp.release()
 	return s.appendReply(dst, r, h, resp.bytes(), e)
 }
@@ -118,8 +125,10 @@ func (s *Server) appendReply(dst []byte, r *request, h *handle, wire []byte, e *
 }
 
 // invoke makes the backend call of r. The response's wire bytes come in a
-// pooled answer, which the caller releases.
-func (s *Server) invoke(ctx context.Context, t *table, r *request) (*handle, answer, *mapping.Error) {
+// pooled answer, which the caller releases, and take their size of budget
+// (see reservation) as soon as it is known; a response that does not fit
+// is errOverBudget, and a failed call gives back what it took.
+func (s *Server) invoke(ctx context.Context, t *table, r *request, budget *atomic.Int64) (*handle, answer, *mapping.Error) {
 	if t == nil {
 		return nil, answer{}, errNotDiscovered
 	}
@@ -128,7 +137,7 @@ func (s *Server) invoke(ctx context.Context, t *table, r *request) (*handle, ans
 		return nil, answer{}, methodNotFound(t, r.method)
 	}
 	if h.direct != nil {
-		a, e := s.invokeDirect(ctx, t, h, r)
+		a, e := s.invokeDirect(ctx, t, h, r, budget)
 		return h, a, e
 	}
 	req := getFrame()
@@ -138,11 +147,17 @@ func (s *Server) invoke(ctx context.Context, t *table, r *request) (*handle, ans
 		return nil, answer{}, e
 	}
 	resp := getFrame()
+	resp.reservation = s.reservation(budget)
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
 	defer cancel()
 	ctx, origin := withOrigin(ctx)
 	if err := h.conn.Invoke(ctx, h.path, req, resp, withRawCodec(callOptions(ctx))...); err != nil {
+		over := resp.over
+		resp.release()
 		putFrame(resp)
+		if over {
+			return nil, answer{}, errOverBudget
+		}
 		return nil, answer{}, s.statusError(ctx, h, err, origin.remote(status.Convert(err)), t.resolver)
 	}
 	return h, answer{frame: resp}, nil

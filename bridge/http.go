@@ -134,6 +134,10 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if cap(reply) > maxPooled {
+		writeJSON(w, http.StatusOK, reply) // too large for the pool: no copy
+		return
+	}
 	out.Write(reply) // keep the grown buffer for the pool
 	writeJSON(w, http.StatusOK, out.Bytes())
 }

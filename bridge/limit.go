@@ -164,40 +164,6 @@ func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, x *exchange, re
 		mapping.StatusError(status.New(codes.ResourceExhausted, ref.message), nil)))
 }
 
-// capReply enforces MaxResponseBytes on the reply of r that call appended
-// to dst at start. A single call's reply may use all of it; the members of
-// a batch share budget, charged in the order they finish, and a member
-// whose reply does not fit in what is left gets RESOURCE_EXHAUSTED instead
-// of its reply. It returns the reply and its JSON-RPC code.
-func (s *Server) capReply(dst []byte, start int, r *request, code mapping.Code, budget *atomic.Int64) ([]byte, mapping.Code) {
-	n := int64(len(dst) - start)
-	if n == 0 {
-		return dst, code
-	}
-	if budget == nil {
-		if n <= s.opts.MaxResponseBytes {
-			return dst, code
-		}
-	} else if budget.Add(-n) >= 0 {
-		return dst, code
-	} else {
-		budget.Add(n)
-	}
-	msg := "the reply is larger than max_response_bytes (" + strconv.FormatInt(s.opts.MaxResponseBytes, 10) + " bytes)"
-	if budget != nil {
-		msg = "the replies of the batch would be larger than max_response_bytes (" + strconv.FormatInt(s.opts.MaxResponseBytes, 10) + " bytes)"
-	}
-	e := mapping.StatusError(status.New(codes.ResourceExhausted, msg), nil)
-	return appendError(dst[:start], r.id, e), e.Code
-}
-
-// newBudget is the shared reply budget of one batch.
-func (s *Server) newBudget() *atomic.Int64 {
-	b := new(atomic.Int64)
-	b.Store(s.opts.MaxResponseBytes)
-	return b
-}
-
 // Served returns how many JSON-RPC HTTP requests have been answered so
 // far (those refused at the front door excepted).
 func (s *Server) Served() uint64 { return s.guard.served.Load() }

@@ -23,6 +23,8 @@ const (
 	DefaultMaxStreamMessages       = 10000
 	DefaultMaxStreamBytes          = 16 << 20
 	DefaultStreamBuffer            = 64
+	DefaultStreamBufferBytes       = 1 << 20
+	DefaultWSBufferBytes           = 4 << 20
 	DefaultSlowClientTimeout       = 10 * time.Second
 	DefaultMaxStreamsPerConnection = 100
 	DefaultMaxCallsPerConnection   = 256
@@ -92,9 +94,20 @@ type Options struct {
 	// to be written to the socket, and those sent with rpc.stream.send that
 	// wait for the backend. Zero means DefaultStreamBuffer.
 	StreamBuffer int
-	// SlowClientTimeout is how long a stream's full buffer waits for the
-	// client to read before the stream is cancelled with
-	// RESOURCE_EXHAUSTED. Zero means DefaultSlowClientTimeout.
+	// StreamBufferBytes bounds the bytes of those messages as StreamBuffer
+	// bounds their number, each way: a stream reads its next message from
+	// the backend only while fewer wait for the socket, and a message sent
+	// with rpc.stream.send that would take it past them is refused, unless
+	// none waits. Zero means DefaultStreamBufferBytes.
+	StreamBufferBytes int64
+	// WSBufferBytes bounds the bytes of the messages of all the streams of
+	// one WebSocket connection as StreamBufferBytes bounds one stream's.
+	// Zero means DefaultWSBufferBytes.
+	WSBufferBytes int64
+	// SlowClientTimeout is how long a stream whose buffer, or whose
+	// connection's (StreamBuffer, StreamBufferBytes, WSBufferBytes), is
+	// full waits for the client to read before the stream is cancelled
+	// with RESOURCE_EXHAUSTED. Zero means DefaultSlowClientTimeout.
 	SlowClientTimeout time.Duration
 	// MaxStreamsPerConnection bounds the open streams of one WebSocket
 	// connection. Zero means DefaultMaxStreamsPerConnection.
@@ -229,6 +242,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StreamBuffer <= 0 {
 		o.StreamBuffer = DefaultStreamBuffer
+	}
+	if o.StreamBufferBytes <= 0 {
+		o.StreamBufferBytes = DefaultStreamBufferBytes
+	}
+	if o.WSBufferBytes <= 0 {
+		o.WSBufferBytes = DefaultWSBufferBytes
 	}
 	if o.SlowClientTimeout <= 0 {
 		o.SlowClientTimeout = DefaultSlowClientTimeout

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	lean "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/internal/unary"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -104,7 +106,10 @@ func isStreamCall(t *table, method []byte) bool {
 // responses stream (or whose requests come one at a time) opens a stream
 // and is answered with its id; every other call, and every call over
 // HTTP, is answered with one reply holding all the response messages.
-func (s *Server) callStream(ctx context.Context, t *table, r *request, dst []byte) []byte {
+//
+// A call answered with one reply takes its share of budget (nil for a
+// single call) as its response messages arrive, recorded in o.
+func (s *Server) callStream(ctx context.Context, t *table, r *request, dst []byte, budget *atomic.Int64, o *outcome) []byte {
 	f := frameFrom(ctx)
 	if isControlMethod(r.method) {
 		if f == nil {
@@ -119,20 +124,28 @@ func (s *Server) callStream(ctx context.Context, t *table, r *request, dst []byt
 	if f != nil && !r.notification() && opensStream(h.kind, r.params) {
 		return f.conn.open(f, t, h, r, dst)
 	}
-	reqs, e := requestMessages(h, r.params)
-	if e != nil {
-		if r.notification() {
-			return dst
-		}
-		return appendError(dst, r.id, e)
-	}
 	start := len(dst)
-	dst = appendResultHead(dst, r.id)
-	dst, e = s.collect(ctx, t, h, reqs, dst)
-	if r.notification() {
-		return dst[:start]
+	var e *mapping.Error
+	if h.direct != nil && h.kind == serverStream {
+		dst, o.reserved, e = s.collectDirect(ctx, t, h, r, appendResultHead(dst, r.id), budget)
+	} else {
+		var reqs []proto.Message
+		if reqs, e = requestMessages(h, r.params); e == nil {
+			res := s.reservation(budget)
+			dst, e = s.collect(ctx, t, h, reqs, appendResultHead(dst, r.id), &res)
+			o.reserved = res.n
+		}
 	}
-	if e != nil {
+	if e == errOverBudget {
+		o.overBudget, e = true, s.overBudget(budget)
+	}
+	switch {
+	case r.notification():
+		return dst[:start]
+	case e != nil:
+		if budget != nil && start == 0 {
+			dst = nil // keep nothing of what was collected
+		}
 		return appendError(dst[:start], r.id, e)
 	}
 	return append(dst, '}')
@@ -187,8 +200,16 @@ func wsOnly(method []byte) *mapping.Error {
 // collect calls h with reqs, reads every response and appends them to dst:
 // the one response of a client-streaming method, the array of them
 // otherwise. More than MaxStreamMessages responses, or more than
-// MaxStreamBytes of them, end the call with RESOURCE_EXHAUSTED.
-func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.Message, dst []byte) ([]byte, *mapping.Error) {
+// MaxStreamBytes of them, end the call with RESOURCE_EXHAUSTED. Each
+// response takes its size of res as it is appended; one that does not
+// fit ends the call with errOverBudget. A call that fails gives back what
+// it took.
+func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.Message, dst []byte, res *reservation) (_ []byte, e *mapping.Error) {
+	defer func() {
+		if e != nil {
+			res.release()
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
 	ctx, origin := withOrigin(ctx)
 	cs, err := h.conn.NewStream(ctx, h.desc, h.path, callOptions(ctx)...)
@@ -222,6 +243,7 @@ func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.
 		if n++; n > s.opts.MaxStreamMessages {
 			return dst, s.tooManyMessages()
 		}
+		at := len(dst)
 		if n > 1 {
 			dst = append(dst, ',')
 		}
@@ -232,6 +254,9 @@ func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.
 		if int64(len(dst)-start) > s.opts.MaxStreamBytes {
 			return dst, s.tooManyBytes()
 		}
+		if !res.take(int64(len(dst) - at)) {
+			return dst, errOverBudget
+		}
 	}
 	if !many {
 		if n != 1 {
@@ -241,6 +266,54 @@ func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.
 		return dst, nil
 	}
 	return append(dst, ']'), nil
+}
+
+// collectDirect is collect for r, a call of the server-streaming method
+// h, through h's direct path: the direct client reads the responses
+// whole, each message's length taken from budget (for a single call,
+// counted against MaxResponseBytes) as soon as its prefix arrives, before
+// any of it is kept; a message that does not fit resets the stream, and
+// the call is errOverBudget. It returns what the messages took.
+func (s *Server) collectDirect(ctx context.Context, t *table, h *handle, r *request, dst []byte, budget *atomic.Int64) ([]byte, int64, *mapping.Error) {
+	call, e := newCall(h, r, outgoingMD(ctx))
+	if e != nil {
+		return dst, 0, e
+	}
+	defer putCall(call)
+	call.Stream, call.MaxMessages = true, s.opts.MaxStreamMessages
+	s.budgetCall(call, budget)
+	c, _ := ctx.Value(captureKey{}).(*captured)
+	call.Capture = c != nil
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
+	defer cancel()
+	err := h.direct.Invoke(ctx, call)
+	if c != nil {
+		c.header, c.trailer = call.Header, call.Trailer
+	}
+	if errors.Is(err, lean.ErrTooManyMessages) {
+		giveBack(call)
+		return dst, 0, s.tooManyMessages()
+	}
+	if err != nil {
+		return dst, 0, s.directError(ctx, t, h, call, err)
+	}
+	dst = append(dst, '[')
+	start := len(dst)
+	for m := range call.Messages {
+		if len(dst) > start {
+			dst = append(dst, ',')
+		}
+		if dst, err = h.codec.AppendResultWire(dst, m); err != nil {
+			s.log.Error("cannot encode a stream message", "method", h.name, "error", err)
+			giveBack(call)
+			return dst, 0, errInternal
+		}
+		if int64(len(dst)-start) > s.opts.MaxStreamBytes {
+			giveBack(call)
+			return dst, 0, s.tooManyBytes()
+		}
+	}
+	return append(dst, ']'), call.Reserved, nil
 }
 
 // sendAll sends msgs on cs and half-closes it. A failed send stops it: the

@@ -149,14 +149,32 @@ func (c *wsConn) send(p *controlParams) ([]byte, *mapping.Error) {
 		return nil, bridgeStatus(codes.FailedPrecondition, "STREAM_HALF_CLOSED",
 			"the stream's sending side is closed (rpc.stream.close was called)")
 	}
+	n := int64(len(p.Message))
+	if limit := c.countIn(st, n); limit != "" {
+		return nil, c.sendBufferFull(limit)
+	}
 	select {
-	case st.sendq <- m:
+	case st.sendq <- sent{m, n}:
 		return []byte("true"), nil
 	default:
-		return nil, bridgeStatus(codes.ResourceExhausted, "SEND_BUFFER_FULL",
-			"the backend has not taken the stream's earlier messages yet; send this one again after a reply to an earlier send",
-			"limit", "stream_buffer", "value", strconv.Itoa(cap(st.sendq)))
+		c.uncount(st, 0, n)
+		return nil, c.sendBufferFull("stream_buffer")
 	}
+}
+
+// sendBufferFull refuses a message of rpc.stream.send that does not fit
+// in the stream's queue for the backend, or the connection's, by limit.
+func (c *wsConn) sendBufferFull(limit string) *mapping.Error {
+	value := strconv.Itoa(c.s.opts.StreamBuffer)
+	switch limit {
+	case "stream_buffer_bytes":
+		value = strconv.FormatInt(c.s.opts.StreamBufferBytes, 10)
+	case "ws_buffer_bytes":
+		value = strconv.FormatInt(c.s.opts.WSBufferBytes, 10)
+	}
+	return bridgeStatus(codes.ResourceExhausted, "SEND_BUFFER_FULL",
+		"the backend has not taken the stream's earlier messages yet; send this one again after a reply to an earlier send",
+		"limit", limit, "value", value)
 }
 
 // closeSend half-closes the stream of p: rpc.stream.close. The result is

@@ -38,13 +38,34 @@ type stream struct {
 	out    chan []byte   // message notifications waiting for the socket
 	end    []byte        // the end notification; set before out is closed
 	ready  chan struct{} // closed once the reply carrying id is written
+	slow   string        // the limit that was full when the stream was found slow
 
 	mu sync.Mutex
 	// sendq holds the messages of rpc.stream.send until the backend takes
 	// them; nil when the stream was opened with all its requests.
-	sendq  chan proto.Message
+	sendq  chan sent
 	closed bool // no more messages are taken: sendq is closed or nil
 	ended  bool // the backend's side has ended
+
+	// Under the connection's buffered.mu: the bytes of the messages in
+	// out and in sendq, and whether the stream has stopped counting them.
+	outBytes, inBytes int64
+	uncounted         bool
+}
+
+// sent is a message of rpc.stream.send and its size, the length of its
+// JSON.
+type sent struct {
+	m proto.Message
+	n int64
+}
+
+// wsBuffered counts the bytes of the messages of a connection's streams
+// that wait: out for the socket, in for the backend.
+type wsBuffered struct {
+	mu      sync.Mutex
+	out, in int64
+	room    chan struct{} // closed when messages leave out; nil while no stream waits for room
 }
 
 // open starts a stream for the call r of h and appends the reply that
@@ -77,7 +98,7 @@ func (c *wsConn) open(f *wsFrame, t *table, h *handle, r *request, dst []byte) [
 		closed: true,
 	}
 	if h.kind != serverStream && r.params == nil {
-		st.sendq = make(chan proto.Message, c.s.opts.StreamBuffer)
+		st.sendq = make(chan sent, c.s.opts.StreamBuffer)
 		st.closed = false
 	}
 	c.mu.Lock()
@@ -139,7 +160,7 @@ func (c *wsConn) sendLoop(ctx context.Context, st *stream, initial []proto.Messa
 			return // the stream is over; recvLoop reports how
 		}
 	}
-	if st.sendq != nil && !st.sendQueued(ctx) {
+	if st.sendq != nil && !c.sendQueued(ctx, st) {
 		return
 	}
 	st.cs.CloseSend()
@@ -147,20 +168,154 @@ func (c *wsConn) sendLoop(ctx context.Context, st *stream, initial []proto.Messa
 
 // sendQueued sends the messages of sendq until it is closed; false means
 // the stream ended first.
-func (st *stream) sendQueued(ctx context.Context) bool {
+func (c *wsConn) sendQueued(ctx context.Context, st *stream) bool {
 	for {
 		select {
 		case m, ok := <-st.sendq:
 			if !ok {
 				return true
 			}
-			if st.cs.SendMsg(m) != nil {
+			err := st.cs.SendMsg(m.m)
+			c.uncount(st, 0, m.n)
+			if err != nil {
 				return false
 			}
 		case <-ctx.Done():
 			return false
 		}
 	}
+}
+
+// countIn counts n bytes more of st waiting for the backend, unless they
+// would take the stream past StreamBufferBytes or the connection past
+// WSBufferBytes while others wait; then it returns the limit in the way.
+func (c *wsConn) countIn(st *stream, n int64) string {
+	b := &c.buffered
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case st.inBytes > 0 && st.inBytes+n > c.s.opts.StreamBufferBytes:
+		return "stream_buffer_bytes"
+	case b.in > 0 && b.in+n > c.s.opts.WSBufferBytes:
+		return "ws_buffer_bytes"
+	}
+	if !st.uncounted {
+		st.inBytes += n
+		b.in += n
+	}
+	return ""
+}
+
+// uncount counts out and in bytes of st fewer waiting, and wakes the
+// streams waiting for room.
+func (c *wsConn) uncount(st *stream, out, in int64) {
+	b := &c.buffered
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st.uncounted {
+		return
+	}
+	st.outBytes -= out
+	st.inBytes -= in
+	b.out -= out
+	b.in -= in
+	if b.room != nil && out > 0 {
+		close(b.room)
+		b.room = nil
+	}
+}
+
+// forgetBytes stops counting the bytes st still holds, once it has ended:
+// what it had queued for the backend is never sent.
+func (c *wsConn) forgetBytes(st *stream) {
+	b := &c.buffered
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.out -= st.outBytes
+	b.in -= st.inBytes
+	st.outBytes, st.inBytes, st.uncounted = 0, 0, true
+	if b.room != nil {
+		close(b.room)
+		b.room = nil
+	}
+}
+
+// full returns the limit that keeps st from reading its next message,
+// or "" when there is room: StreamBuffer messages or StreamBufferBytes
+// bytes of it, or WSBufferBytes bytes of the connection's, waiting for
+// the socket. The caller holds buffered.mu.
+func (c *wsConn) full(st *stream) string {
+	switch {
+	case len(st.out) >= cap(st.out):
+		return "stream_buffer"
+	case st.outBytes >= c.s.opts.StreamBufferBytes:
+		return "stream_buffer_bytes"
+	case c.buffered.out >= c.s.opts.WSBufferBytes:
+		return "ws_buffer_bytes"
+	}
+	return ""
+}
+
+// waitRoom waits until st may read its next message from the backend
+// (see full): until then the backend stream is not read, and gRPC flow
+// control holds the backend back. When there is no room for
+// SlowClientTimeout, the client is not reading: the stream is cancelled.
+func (c *wsConn) waitRoom(ctx context.Context, st *stream) bool {
+	b := &c.buffered
+	var timer *time.Timer
+	for {
+		b.mu.Lock()
+		full := c.full(st)
+		if full == "" {
+			b.mu.Unlock()
+			if timer != nil {
+				timer.Stop()
+			}
+			return true
+		}
+		if b.room == nil {
+			b.room = make(chan struct{})
+		}
+		room := b.room
+		b.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(c.s.opts.SlowClientTimeout)
+			defer timer.Stop()
+		}
+		select {
+		case <-room:
+		case <-timer.C:
+			st.slow = full
+			st.cancel(errSlowClient)
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// BackendDialOptions are options for grpc.NewClient of the connection to
+// a backend of a Server made with opts: a fixed flow-control window per
+// stream of StreamBufferBytes, at most 1 MiB (and at least 64 KiB,
+// grpc-go's least), instead of grpc-go's dynamic one, which may grow to
+// 16 MiB. A WebSocket stream the bridge stops reading for want of room
+// (see waitRoom) then holds at most that much more in the transport
+// before the backend is held back. The connection's window, which grpc-go
+// does not tie to reading, is 16 MiB.
+func BackendDialOptions(opts Options) []grpc.DialOption {
+	opts = opts.withDefaults()
+	w := int32(min(max(opts.StreamBufferBytes, 64<<10), 1<<20))
+	return []grpc.DialOption{grpc.WithInitialWindowSize(w), grpc.WithInitialConnWindowSize(16 << 20)}
+}
+
+// queue puts the notification b of st in out, for the socket.
+func (c *wsConn) queue(st *stream, b []byte) {
+	n := int64(len(b))
+	c.buffered.mu.Lock()
+	st.outBytes += n
+	c.buffered.out += n
+	c.buffered.mu.Unlock()
+	st.out <- b // never waits: waitRoom found room
 }
 
 // recvLoop reads the responses of st into st.out, then sets the end
@@ -179,6 +334,9 @@ func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
 		st.cancel(errStreamDone)
 		close(st.out)
 	}()
+	// Each message is read only once there is room for it, so that a
+	// client that does not read holds the backend back rather than
+	// growing the buffers.
 	select {
 	case <-st.ready:
 	case <-ctx.Done():
@@ -186,6 +344,10 @@ func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
 		return
 	}
 	for {
+		if !c.waitRoom(ctx, st) {
+			err = ctx.Err()
+			return
+		}
 		m := st.h.codec.NewResponse()
 		if err = st.cs.RecvMsg(m); err != nil {
 			return
@@ -196,10 +358,7 @@ func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
 			err = errPanic
 			return
 		}
-		if !c.push(ctx, st, b) {
-			err = ctx.Err()
-			return
-		}
+		c.queue(st, b)
 	}
 }
 
@@ -215,27 +374,6 @@ func (c *wsConn) recoverStream(st *stream, what string) {
 // errPanic stands for a failure of the bridge's own in a stream.
 var errPanic = errors.New("bridge: internal failure in a stream")
 
-// push queues one notification of st, waiting up to SlowClientTimeout for
-// room; past that the stream is cancelled as the client is not reading.
-func (c *wsConn) push(ctx context.Context, st *stream, b []byte) bool {
-	select {
-	case st.out <- b:
-		return true
-	default:
-	}
-	timer := time.NewTimer(c.s.opts.SlowClientTimeout)
-	defer timer.Stop()
-	select {
-	case st.out <- b:
-		return true
-	case <-timer.C:
-		st.cancel(errSlowClient)
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // endError is the error the end notification of st carries for err, the
 // error that ended recvLoop; nil for a stream that completed.
 func (c *wsConn) endError(ctx context.Context, st *stream, err error) *mapping.Error {
@@ -246,11 +384,7 @@ func (c *wsConn) endError(ctx context.Context, st *stream, err error) *mapping.E
 	case errors.Is(err, errPanic), errors.Is(cause, errPanic):
 		return errInternal
 	case errors.Is(cause, errSlowClient):
-		n := strconv.Itoa(c.s.opts.StreamBuffer)
-		return bridgeStatus(codes.ResourceExhausted, "SLOW_CLIENT",
-			"the client did not read the stream's messages in time; "+n+" were waiting for longer than slow_client_timeout ("+
-				c.s.opts.SlowClientTimeout.String()+")",
-			"limit", "stream_buffer", "value", n)
+		return c.slowClient(st)
 	case errors.Is(cause, errCancelledByClient):
 		return bridgeStatus(codes.Canceled, "CANCELLED_BY_CLIENT", "the stream was cancelled by the client")
 	case errors.Is(cause, errConnClosed):
@@ -259,10 +393,33 @@ func (c *wsConn) endError(ctx context.Context, st *stream, err error) *mapping.E
 	return c.s.statusError(ctx, st.h, err, st.origin.remote(status.Convert(err)), st.t.resolver)
 }
 
+// slowClient is the error that ends st when its client did not read in
+// time, naming the limit (see full) that was reached.
+func (c *wsConn) slowClient(st *stream) *mapping.Error {
+	o := c.s.opts
+	limit, value, what := st.slow, strconv.Itoa(o.StreamBuffer), strconv.Itoa(o.StreamBuffer)+" were"
+	switch st.slow {
+	case "stream_buffer_bytes":
+		value = strconv.FormatInt(o.StreamBufferBytes, 10)
+		what = value + " bytes of them were"
+	case "ws_buffer_bytes":
+		value = strconv.FormatInt(o.WSBufferBytes, 10)
+		what = "the connection's streams had " + value + " bytes"
+	default:
+		limit = "stream_buffer"
+	}
+	return bridgeStatus(codes.ResourceExhausted, "SLOW_CLIENT",
+		"the client did not read the stream's messages in time; "+what+" waiting for longer than slow_client_timeout ("+
+			o.SlowClientTimeout.String()+")",
+		"limit", limit, "value", value)
+}
+
 // pump writes the notifications of st to the socket, in order, then its
-// end notification, and forgets the stream.
+// end notification, and forgets the stream. A message counts as waiting
+// until it is written.
 func (c *wsConn) pump(st *stream) {
 	defer c.forget(st.id)
+	defer c.forgetBytes(st)
 	defer c.recoverStream(st, "write")
 	<-st.ready
 	ok := true
@@ -270,6 +427,7 @@ func (c *wsConn) pump(st *stream) {
 		if ok && c.write(b) != nil {
 			ok = false // the connection is closing; drain out
 		}
+		c.uncount(st, int64(len(b)), 0)
 	}
 	if ok {
 		c.write(st.end)

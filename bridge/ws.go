@@ -210,6 +210,8 @@ type wsConn struct {
 	streams  map[string]*stream // open streams by id
 	nstreams int                // streams reserved or open
 	nextID   uint64
+
+	buffered wsBuffered // bytes of the streams' messages waiting, each way
 }
 
 // serve reads frames until the connection ends, then cancels everything

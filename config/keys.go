@@ -87,6 +87,8 @@ func keys() []key {
 		{name: "max_stream_bytes", usage: "largest JSON size in bytes of the messages of a streaming call answered in one reply", field: func(s *Settings) any { return &s.Streaming.MaxStreamBytes }},
 		{name: "ws_max_message_bytes", usage: "largest WebSocket frame from a client in bytes; 0 means max_body_bytes", field: func(s *Settings) any { return &s.Streaming.WSMaxMessageBytes }},
 		{name: "stream_buffer", usage: "messages of one WebSocket stream waiting for the client or the backend", field: func(s *Settings) any { return &s.Streaming.StreamBuffer }},
+		{name: "stream_buffer_bytes", usage: "bytes of the messages of one WebSocket stream waiting for the client, or for the backend; past it the bridge stops reading the backend stream", field: func(s *Settings) any { return &s.Streaming.StreamBufferBytes }},
+		{name: "ws_buffer_bytes", usage: "bytes of the messages of all the streams of one WebSocket connection waiting for the client, or for the backends", field: func(s *Settings) any { return &s.Streaming.WSBufferBytes }},
 		{name: "slow_client_timeout", usage: "how long a full stream buffer waits for the client to read before the stream is cancelled", field: func(s *Settings) any { return &s.Streaming.SlowClientTimeout }},
 		{name: "max_streams_per_connection", usage: "most open streams on one WebSocket connection", field: func(s *Settings) any { return &s.Streaming.MaxStreamsPerConnection }},
 		{name: "max_calls_per_connection", usage: "most frames of one WebSocket connection answered at once", field: func(s *Settings) any { return &s.Streaming.MaxCallsPerConnection }},

@@ -48,6 +48,11 @@ type Streaming struct {
 	WSMaxMessageBytes int64
 	// StreamBuffer bounds the messages waiting in one WebSocket stream.
 	StreamBuffer int
+	// StreamBufferBytes bounds their bytes, each way.
+	StreamBufferBytes int64
+	// WSBufferBytes bounds the bytes waiting in all the streams of one
+	// connection, each way.
+	WSBufferBytes int64
 	// SlowClientTimeout is how long a full stream buffer waits for the
 	// client to read.
 	SlowClientTimeout time.Duration
@@ -71,6 +76,8 @@ func defaultStreaming() Streaming {
 		MaxStreamMessages:       10000,
 		MaxStreamBytes:          16 << 20,
 		StreamBuffer:            64,
+		StreamBufferBytes:       1 << 20,
+		WSBufferBytes:           4 << 20,
 		SlowClientTimeout:       10 * time.Second,
 		MaxStreamsPerConnection: 100,
 		MaxCallsPerConnection:   256,
@@ -121,6 +128,8 @@ func (s Settings) validateSources() []error {
 		{"max_stream_messages", int64(st.MaxStreamMessages)},
 		{"max_stream_bytes", st.MaxStreamBytes},
 		{"stream_buffer", int64(st.StreamBuffer)},
+		{"stream_buffer_bytes", st.StreamBufferBytes},
+		{"ws_buffer_bytes", st.WSBufferBytes},
 		{"max_streams_per_connection", int64(st.MaxStreamsPerConnection)},
 		{"max_calls_per_connection", int64(st.MaxCallsPerConnection)},
 	} {

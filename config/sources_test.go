@@ -65,11 +65,12 @@ func TestLoadSources(t *testing.T) {
 			name: "streaming limits by file",
 			args: []string{"--config", "$FILE"},
 			file: "max_stream_messages: 5\nmax_stream_bytes: 1000\nws_max_message_bytes: 2000\nstream_buffer: 3\n" +
+				"stream_buffer_bytes: 4096\nws_buffer_bytes: 8192\n" +
 				"slow_client_timeout: 1s\nmax_streams_per_connection: 7\nmax_calls_per_connection: 8\n" +
 				"ws_ping_interval: 0s\nws_origin_patterns: [\"*.example.com\", app.example.org]\n",
 			want: func(s *Settings) {
 				s.Streaming = Streaming{MaxStreamMessages: 5, MaxStreamBytes: 1000, WSMaxMessageBytes: 2000,
-					StreamBuffer: 3, SlowClientTimeout: time.Second, MaxStreamsPerConnection: 7,
+					StreamBuffer: 3, StreamBufferBytes: 4096, WSBufferBytes: 8192, SlowClientTimeout: time.Second, MaxStreamsPerConnection: 7,
 					MaxCallsPerConnection: 8, WSOriginPatterns: []string{"*.example.com", "app.example.org"}}
 			},
 		},

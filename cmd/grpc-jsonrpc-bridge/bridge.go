@@ -67,7 +67,8 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	backends := s.BackendList()
 	sources := make([]bridgereflect.Source, 0, len(backends))
 	for _, b := range backends {
-		conn, err := backendConn(b, s.DirectCalls && tr == nil, s.BackendKeepalive, log, tr.dialOptions()...)
+		opts := append(tr.dialOptions(), bridge.BackendDialOptions(streamingOptions(bridge.Options{}, s))...)
+		conn, err := backendConn(b, s.DirectCalls && tr == nil, s.BackendKeepalive, log, opts...)
 		if err != nil {
 			return usageError(err)
 		}

@@ -193,6 +193,8 @@ func streamingOptions(o bridge.Options, s config.Settings) bridge.Options {
 	o.MaxStreamBytes = st.MaxStreamBytes
 	o.WSMaxMessageBytes = st.WSMaxMessageBytes
 	o.StreamBuffer = st.StreamBuffer
+	o.StreamBufferBytes = st.StreamBufferBytes
+	o.WSBufferBytes = st.WSBufferBytes
 	o.SlowClientTimeout = st.SlowClientTimeout
 	o.MaxStreamsPerConnection = st.MaxStreamsPerConnection
 	o.MaxCallsPerConnection = st.MaxCallsPerConnection

@@ -295,6 +295,10 @@ func TestStreamingDefaultsMatchBridge(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got config defaults %v, want bridge's %v", got, want)
 	}
+	if st.StreamBufferBytes != bridge.DefaultStreamBufferBytes || st.WSBufferBytes != bridge.DefaultWSBufferBytes {
+		t.Errorf("got config defaults stream_buffer_bytes %d, ws_buffer_bytes %d, want bridge's %d, %d",
+			st.StreamBufferBytes, st.WSBufferBytes, bridge.DefaultStreamBufferBytes, bridge.DefaultWSBufferBytes)
+	}
 }
 
 // startServing runs serve with args on a free loopback port and returns

@@ -35,6 +35,23 @@ type Call struct {
 	Request  []byte      // the request message's wire bytes; not modified
 	Capture  bool        // whether to fill Header and Trailer
 
+	// Stream makes the call server-streaming: the backend may answer with
+	// any number of messages, which Response then holds one after the
+	// other, each behind its 5-byte gRPC prefix (see Messages).
+	Stream bool
+	// MaxMessages, when not 0, bounds the messages of a Stream call: one
+	// more ends the call with ErrTooManyMessages.
+	MaxMessages int
+	// Budget, when not nil, is shared by calls whose responses must fit in
+	// it together. As soon as a response message's length is known, before
+	// any of it is kept, the length is taken from Budget and added to
+	// Reserved; when less is left the call ends with ErrOverBudget and its
+	// stream is reset. The caller gives Reserved back, or keeps it.
+	Budget *atomic.Int64
+	// Limit, when not 0, bounds the bytes of the call's response messages
+	// together, as Budget does for one call alone.
+	Limit int64
+
 	Response []byte      // the response message's wire bytes, when Err is nil
 	Header   metadata.MD // the backend's response headers, with Capture
 	Trailer  metadata.MD // the backend's trailers, with Capture
@@ -44,6 +61,7 @@ type Call struct {
 	// failures, deadlines, a backend breaking the protocol), with a
 	// message that is the client's, not the backend's.
 	Remote bool
+	Reserved int64       // the bytes of the response's messages so far, taken from Budget when set
 
 	client   *Client
 	conn     *conn
@@ -72,10 +90,17 @@ type Call struct {
 	prefix      [5]byte
 	prefixN     int
 	inMsg       bool
-	compressed  bool
-	msgLen      int
+	compressed  bool // some message is compressed
+	msgEnd      int  // the length of Response once the message being read is in
 	msgs        int
 }
+
+// Statuses of the calls that Budget, Limit or MaxMessages end. Their
+// messages begin with "grpc: ", as those of other statuses made here.
+var (
+	ErrOverBudget      = status.Error(codes.ResourceExhausted, "grpc: the response is larger than what is left of the call's budget")
+	ErrTooManyMessages = status.Error(codes.ResourceExhausted, "grpc: the backend sent more messages than the call allows")
+)
 
 // The states of a call on its connection.
 const (
@@ -109,13 +134,17 @@ func (call *Call) resetWith(code uint32) {
 }
 
 func (call *Call) init() {
+	if call.Budget != nil && call.Reserved > 0 {
+		call.Budget.Add(call.Reserved) // an attempt the backend refused
+	}
+	call.Reserved = 0
 	call.Response = call.Response[:0]
 	call.Header, call.Trailer, call.Err, call.Remote = nil, nil, nil, false
 	call.conn, call.deadline = nil, time.Time{}
 	call.state, call.id, call.refused, call.reset, call.rstCode = stateIdle, 0, false, false, 0
 	call.sent, call.recvUnacked = 0, 0
 	call.gotHeaders, call.encoding, call.block = false, "", blockState{}
-	call.prefixN, call.inMsg, call.compressed, call.msgLen, call.msgs = 0, false, false, 0, 0
+	call.prefixN, call.inMsg, call.compressed, call.msgEnd, call.msgs = 0, false, false, 0, 0
 }
 
 // complete tells the call's waiter that it has ended.
@@ -133,9 +162,24 @@ func (call *Call) complete() {
 // a compressed response is decompressed.
 func (call *Call) finish() error {
 	if call.Err == nil && call.compressed {
-		call.Err = call.decompress(call.client.opts.MaxRecvMsgSize)
+		if call.Stream {
+			call.Err = call.decompressStream(call.client.opts.MaxRecvMsgSize)
+		} else {
+			call.Err = call.decompress(call.client.opts.MaxRecvMsgSize)
+		}
 	}
 	return call.Err
+}
+
+// Messages yields the response messages of a Stream call that succeeded.
+func (call *Call) Messages(yield func([]byte) bool) {
+	for b := call.Response; len(b) >= 5; {
+		n := int(binary.BigEndian.Uint32(b[1:5]))
+		if !yield(b[5 : 5+n]) {
+			return
+		}
+		b = b[5+n:]
+	}
 }
 
 // Invoke makes call and waits until it ends, ctx is done or its deadline
@@ -591,8 +635,8 @@ func (call *Call) headersDone(end bool) error {
 	return nil
 }
 
-// addData takes a DATA frame's payload: the 5-byte prefix and the one
-// message a unary response has.
+// addData takes a DATA frame's payload: the 5-byte prefixes and the
+// messages, one for a unary call.
 func (call *Call) addData(q []byte, max int) error {
 	for len(q) > 0 {
 		if !call.inMsg {
@@ -603,29 +647,56 @@ func (call *Call) addData(q []byte, max int) error {
 				return nil
 			}
 			call.prefixN = 0
-			if call.msgs > 0 {
-				return status.Error(codes.Internal, "grpc: the backend sent more than one response message to a unary call")
-			}
-			if err := call.checkPayload(call.prefix[0]); err != nil {
+			if err := call.startMessage(max); err != nil {
 				return err
 			}
-			call.compressed = call.prefix[0] == 1
-			call.msgLen = int(binary.BigEndian.Uint32(call.prefix[1:]))
-			if call.msgLen > max {
-				return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", call.msgLen, max)
-			}
-			call.msgs = 1
-			call.inMsg = call.msgLen > 0
-			call.Response = slices.Grow(call.Response[:0], call.msgLen)
 			continue
 		}
-		n := min(call.msgLen-len(call.Response), len(q))
+		n := min(call.msgEnd-len(call.Response), len(q))
 		call.Response = append(call.Response, q[:n]...)
 		q = q[n:]
-		if len(call.Response) == call.msgLen {
+		if len(call.Response) == call.msgEnd {
 			call.inMsg = false
 		}
 	}
+	return nil
+}
+
+// startMessage takes the message whose prefix has just been read, once
+// its length fits the limits and the budget.
+func (call *Call) startMessage(max int) error {
+	switch {
+	case call.msgs > 0 && !call.Stream:
+		return status.Error(codes.Internal, "grpc: the backend sent more than one response message to a unary call")
+	case call.Stream && call.MaxMessages > 0 && call.msgs >= call.MaxMessages:
+		return ErrTooManyMessages
+	}
+	if err := call.checkPayload(call.prefix[0]); err != nil {
+		return err
+	}
+	n := int(binary.BigEndian.Uint32(call.prefix[1:]))
+	if n > max {
+		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, max)
+	}
+	if call.Limit > 0 && call.Reserved+int64(n) > call.Limit {
+		return ErrOverBudget
+	}
+	if b := call.Budget; b != nil && n > 0 {
+		if b.Add(-int64(n)) < 0 {
+			b.Add(int64(n))
+			return ErrOverBudget
+		}
+	}
+	call.Reserved += int64(n)
+	call.compressed = call.compressed || call.prefix[0] == 1
+	call.msgs++
+	if call.Stream {
+		call.Response = append(slices.Grow(call.Response, 5+n), call.prefix[:]...)
+	} else {
+		call.Response = slices.Grow(call.Response[:0], n)
+	}
+	call.msgEnd = len(call.Response) + n
+	call.inMsg = n > 0
 	return nil
 }
 
@@ -652,27 +723,57 @@ var gzipReaders sync.Pool // *gzip.Reader
 // decompress replaces the gzip response with what it decompresses to, at
 // most max bytes.
 func (call *Call) decompress(max int) error {
+	b, err := inflate(call.Response, max)
+	if err == nil {
+		call.Response = b
+	}
+	return err
+}
+
+// decompressStream replaces the compressed messages of a Stream call with
+// what they decompress to, at most max bytes each.
+func (call *Call) decompressStream(max int) error {
+	var out []byte
+	for b := call.Response; len(b) >= 5; {
+		n := int(binary.BigEndian.Uint32(b[1:5]))
+		m := b[5 : 5+n]
+		if b[0] == 1 {
+			var err error
+			if m, err = inflate(m, max); err != nil {
+				return err
+			}
+		}
+		out = binary.BigEndian.AppendUint32(append(out, 0), uint32(len(m)))
+		out = append(out, m...)
+		b = b[5+n:]
+	}
+	call.Response = out
+	return nil
+}
+
+// inflate returns what the gzip message b decompresses to, at most max
+// bytes.
+func inflate(b []byte, max int) ([]byte, error) {
 	zr, _ := gzipReaders.Get().(*gzip.Reader)
 	var err error
 	if zr == nil {
-		zr, err = gzip.NewReader(bytes.NewReader(call.Response))
+		zr, err = gzip.NewReader(bytes.NewReader(b))
 	} else {
-		err = zr.Reset(bytes.NewReader(call.Response))
+		err = zr.Reset(bytes.NewReader(b))
 	}
 	if err != nil {
-		return status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
+		return nil, status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
 	}
 	defer gzipReaders.Put(zr)
 	var out bytes.Buffer
 	n, err := out.ReadFrom(io.LimitReader(zr, int64(max)+1))
 	if err != nil {
-		return status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
+		return nil, status.Errorf(codes.Internal, "grpc: failed to decompress the received message: %v", err)
 	}
 	if n > int64(max) {
-		return status.Errorf(codes.ResourceExhausted, "grpc: received message after decompression larger than max %d", max)
+		return nil, status.Errorf(codes.ResourceExhausted, "grpc: received message after decompression larger than max %d", max)
 	}
-	call.Response = out.Bytes()
-	return nil
+	return out.Bytes(), nil
 }
 
 // result is the status of a call whose stream has ended with trailers.
@@ -683,7 +784,7 @@ func (call *Call) result() error {
 		code = bs.code
 	}
 	if code == codes.OK {
-		if call.msgs == 0 || call.inMsg || call.prefixN != 0 {
+		if call.msgs == 0 && !call.Stream || call.inMsg || call.prefixN != 0 {
 			return status.Error(codes.Internal, "grpc: the backend ended a unary call without a whole response message")
 		}
 		if !call.deadline.IsZero() && time.Now().After(call.deadline) {

@@ -14,7 +14,11 @@
 // table size), PING, GOAWAY and RST_STREAM (calls the backend never saw are
 // retried once on a new connection), CONTINUATION, padding, trailers-only
 // responses, grpc-timeout, metadata (-bin values in base64) and status
-// details. Streaming calls, reflection, load balancing and compression are
+// details. A server-streaming call whose messages are wanted all at once
+// is made the same way (Call.Stream). A call's response can be held to a
+// budget shared with others (Call.Budget), checked against each message's
+// length prefix before any of the message is kept. Other streaming calls,
+// reflection, load balancing and compression (gzip responses excepted) are
 // left to grpc-go. Statuses made here rather than received from the backend
 // carry messages that begin with "transport: " or "grpc: ".
 package unary
