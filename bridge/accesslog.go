@@ -80,7 +80,7 @@ func stats(m *Metrics, r *request, h *handle) *methodStats {
 // the metric label, one of those NewMetrics registers: unauthenticated
 // (401), in_flight, rate_limit, body_reads or ws_connections (429),
 // body_too_large (413), body_timeout (408), metadata_too_large (431),
-// bad_header or unreadable_body (400), method_not_allowed (405),
+// bad_header, unreadable_body or bad_encoding (400, 415), method_not_allowed (405),
 // not_websocket (426), not_discovered (503), host_not_allowed or
 // origin_not_allowed (403). detail says more for the log line only; it is
 // cut to maxLoggedDetail bytes. The identity is empty when authentication

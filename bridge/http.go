@@ -36,7 +36,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case "/":
-		if r, x, ok := s.front(w, r); ok {
+		if acceptsGzip(r) {
+			s.gzipRPC.ServeHTTP(w, r)
+		} else if r, x, ok := s.front(w, r); ok {
 			s.serveRPC(w, r, x)
 		}
 	case "/ws":
@@ -44,9 +46,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveWS(w, r)
 		}
 	case "/openrpc.json":
-		if r, _, ok := s.front(w, r); ok {
-			s.serveDocument(w, r)
-		}
+		s.gzipDocument.ServeHTTP(w, r)
 	case "/metrics":
 		if s.opts.Metrics == nil {
 			writeJSON(w, http.StatusNotFound, []byte(`{"error":"not found: metrics are off"}`))
@@ -66,6 +66,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusNotFound, []byte(`{"error":"not found: JSON-RPC is served at POST /"}`))
 	}
+}
+
+// compressible builds the handlers of the replies gzip may compress:
+// POST / (for clients that ask) and GET /openrpc.json.
+func (s *Server) compressible() {
+	s.gzipRPC = gzipReplies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r, x, ok := s.front(w, r); ok {
+			s.serveRPC(w, r, x)
+		}
+	}))
+	s.gzipDocument = gzipReplies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r, _, ok := s.front(w, r); ok {
+			s.serveDocument(w, r)
+		}
+	}))
 }
 
 func serveProbe(w http.ResponseWriter, r *http.Request, ok bool, body string) {
@@ -156,7 +171,17 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, i
 	} else {
 		_ = rc.SetReadDeadline(time.Now().Add(limit)) // unsupported by test recorders only
 	}
-	_, err := in.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	body, closeBody, ok := bodyReader(w, r, s.opts.MaxBodyBytes)
+	if !ok {
+		s.doneReading(r, key)
+		s.refused(r.Context(), x, "bad_encoding", r.Header.Get("Content-Encoding"))
+		w.Header().Set("Accept-Encoding", "gzip, identity") // RFC 7694
+		writeJSON(w, http.StatusUnsupportedMediaType, appendError(nil, nullID, invalidRequest(
+			"the request body's Content-Encoding is not gzip or identity")))
+		return false
+	}
+	_, err := in.ReadFrom(body)
+	closeBody()
 	s.doneReading(r, key)
 	if err == nil {
 		// Over HTTP/1 the deadline is the connection's: left in place, it
@@ -168,8 +193,12 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, i
 	}
 	var tooBig *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooBig):
+	case errors.As(err, &tooBig), errors.Is(err, errDecodedTooLarge):
 		s.tooLarge(w, r, x)
+	case errors.Is(err, errBadEncoding):
+		s.refused(r.Context(), x, "bad_encoding", "not gzip")
+		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID,
+			&mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": " + errBadEncoding.Error()}))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		s.refused(r.Context(), x, "body_timeout", "")
 		if r.ProtoMajor == 1 {

@@ -220,7 +220,10 @@ func malformedCorpus(maxBody int64) []malformed {
 		malformed{name: "content-type/form-body", ctype: "application/x-www-form-urlencoded", body: []byte("jsonrpc=2.0&method=x&id=1"), codes: []int{cParse}},
 		malformed{name: "content-type/xml-body", ctype: "application/xml", body: []byte(`<?xml version="1.0"?><call/>`), codes: []int{cParse}},
 		malformed{name: "content-type/multipart-body", ctype: "multipart/form-data; boundary=x", body: []byte("--x\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--x--\r\n"), codes: []int{cParse}},
-		malformed{name: "content-type/gzip-body", header: http.Header{"Content-Encoding": {"gzip"}}, body: []byte("\x1f\x8b\x08\x00\x00\x00\x00\x00"), codes: []int{cParse}},
+		// A gzip body cut short in its header: not gzip at all.
+		malformed{name: "content-type/gzip-body", header: http.Header{"Content-Encoding": {"gzip"}}, body: []byte("\x1f\x8b\x08\x00\x00\x00\x00\x00"), status: http.StatusBadRequest, codes: []int{cParse}},
+		malformed{name: "content-encoding/not-gzip", header: http.Header{"Content-Encoding": {"gzip"}}, body: []byte(good), status: http.StatusBadRequest, codes: []int{cParse}},
+		malformed{name: "content-encoding/br", header: http.Header{"Content-Encoding": {"br"}}, body: []byte(good), status: http.StatusUnsupportedMediaType, codes: []int{cInvalid}},
 	)
 
 	// Bodies larger than the limit, with and without a Content-Length.

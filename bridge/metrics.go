@@ -73,7 +73,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "requests_refused_total",
-			Help: "HTTP requests refused before any call ran, by reason: unauthenticated (401), in_flight, rate_limit, body_reads or ws_connections (429), body_too_large (413), body_timeout (408), metadata_too_large (431), bad_header or unreadable_body (400), method_not_allowed (405), not_websocket (426), not_discovered (503), host_not_allowed or origin_not_allowed (403).",
+			Help: "HTTP requests refused before any call ran, by reason: unauthenticated (401), in_flight, rate_limit, body_reads or ws_connections (429), body_too_large (413), body_timeout (408), metadata_too_large (431), bad_header, unreadable_body or bad_encoding (400, 415), method_not_allowed (405), not_websocket (426), not_discovered (503), host_not_allowed or origin_not_allowed (403).",
 		}, []string{"reason"}),
 		discovered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: metricPrefix + "discovery_ready",
@@ -95,7 +95,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		}
 	}
 	for _, reason := range []string{"unauthenticated", "in_flight", "rate_limit",
-		"body_too_large", "metadata_too_large", "bad_header", "unreadable_body", "method_not_allowed",
+		"body_too_large", "metadata_too_large", "bad_header", "unreadable_body", "bad_encoding", "method_not_allowed",
 		"not_websocket", "not_discovered", "body_timeout", "body_reads", "ws_connections",
 		"host_not_allowed", "origin_not_allowed"} {
 		m.refused.WithLabelValues(reason)

@@ -23,7 +23,7 @@ const refusalMaxBody = 64
 // refusalReasons are the reasons of jsonrpc_bridge_requests_refused_total,
 // every one registered from the start.
 var refusalReasons = []string{"unauthenticated", "in_flight", "rate_limit",
-	"body_too_large", "metadata_too_large", "bad_header", "unreadable_body", "method_not_allowed",
+	"body_too_large", "metadata_too_large", "bad_header", "unreadable_body", "bad_encoding", "method_not_allowed",
 	"not_websocket", "not_discovered", "body_timeout", "body_reads", "ws_connections", "host_not_allowed", "origin_not_allowed"}
 
 // refusedLine is an access log line of a refused request.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -270,6 +271,10 @@ func (o Options) withDefaults() Options {
 // Server answers JSON-RPC 2.0 requests by calling a gRPC backend. It is an
 // http.Handler; its zero value is not usable, call New.
 type Server struct {
+	// gzipRPC and gzipDocument serve POST / and GET /openrpc.json with
+	// replies compressed for the clients that ask (compress.go).
+	gzipRPC, gzipDocument http.Handler
+
 	conn  grpc.ClientConnInterface
 	opts  Options
 	log   *slog.Logger
@@ -288,6 +293,7 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 	opts = opts.withDefaults()
 	s := &Server{conn: conn, opts: opts, log: opts.Logger, md: newMetadataRules(opts.Metadata), guard: newGuard(opts)}
 	s.origins = newOriginRules(opts)
+	s.compressible()
 	return s
 }
 

@@ -101,9 +101,16 @@ func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bri
 }
 
 // httpServer is the HTTP server of h with the timeouts of s, and its
-// limit of streams per HTTP/2 connection (HTTP/2 is served over TLS only).
+// limit of streams per HTTP/2 connection. It speaks HTTP/1.1 and HTTP/2:
+// over TLS by ALPN, and on a plain listener HTTP/2 with prior knowledge
+// (h2c, as curl --http2-prior-knowledge and gRPC-style clients send it).
 func httpServer(h http.Handler, s config.Settings, log *slog.Logger) *http.Server {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
+		Protocols:         protocols,
 		Handler:           h,
 		ReadHeaderTimeout: s.ReadHeaderTimeout,
 		ReadTimeout:       s.ReadTimeout,
