@@ -189,7 +189,10 @@ func TestHTTP2UnreadReplies(t *testing.T) {
 		// A stream window of 64 KiB, never read: the reply stops there.
 		client := h2Client(t, roots, &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10})
 		wg.Go(func() {
-			resp, err := client.Post(base+"/", "application/json", strings.NewReader(big))
+			req, _ := http.NewRequest(http.MethodPost, base+"/", strings.NewReader(big))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept-Encoding", "identity") // the whole megabyte, not its gzip
+			resp, err := client.Do(req)
 			if err != nil {
 				t.Error(err)
 				return
