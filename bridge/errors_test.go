@@ -110,7 +110,9 @@ func TestInvalidParamsNameTheField(t *testing.T) {
 		{"bad base64", `{"fBytes":"!!!"}`, "fBytes"},
 		{"bad timestamp", `{"wktTimestamp":"yesterday"}`, "wktTimestamp"},
 		{"nested field", `{"fMessage":{"big":"x"}}`, "big"},
-		{"array params", `[1]`, "by-name"},
+		{"by position, wrong type", `[1, 2, "x"]`, `"field":"fInt32","position":2`},
+		{"by position, nested", `[null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, {"big":"x"}]`, `position 16 (fMessage.big)`},
+		{"by position, too many", `[` + strings.Repeat("null,", 42) + `0]`, `"position":42`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

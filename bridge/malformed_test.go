@@ -280,7 +280,9 @@ func malformedCorpus(maxBody int64) []malformed {
 	} {
 		add("syntax/"+tc.name, tc.body, cParse)
 	}
-	add("params/array", req(echoMethod, `[1,2]`, "1"), cParams)
+	add("params/array", req(echoMethod, `[1,2]`, "1"), cOK)
+	add("params/array-wrong-type", req(echoMethod, `["x"]`, "1"), cParams)
+	add("params/array-too-long", req(echoMethod, "["+strings.Repeat("1,", 60)+"1]", "1"), cParams)
 	add("params/unknown-field", echoReq(`{"nope":1}`), cParams)
 	add("params/wrong-type", echoReq(`{"fString":1}`), cParams)
 	add("params/bad-enum", echoReq(`{"rEnum":["NOPE"]}`), cParams)
@@ -313,7 +315,7 @@ func malformedCorpus(maxBody int64) []malformed {
 		all[i], allCodes[i] = m.body, cInvalid
 	}
 	addBatch("batch/every-kind", "["+strings.Join(all, ",")+"]", allCodes...)
-	addBatch("batch/not-found-and-params", "["+req("nobody.Knows", "", "1")+","+req(echoMethod, "[]", "2")+"]", cNotFound, cParams)
+	addBatch("batch/not-found-and-params", "["+req("nobody.Knows", "", "1")+","+req(echoMethod, `["x"]`, "2")+"]", cNotFound, cParams)
 	add("batch/empty", "[]", cInvalid)
 	add("batch/empty-spaced", "[ \n ]", cInvalid)
 	add("batch/too-large", "["+strings.TrimSuffix(strings.Repeat(good+",", 101), ",")+"]", cInvalid)

@@ -85,8 +85,9 @@ type served struct {
 	methods map[string]int // name -> index in methods
 	doc     struct {
 		Methods []struct {
-			Name   string `json:"name"`
-			Params []struct {
+			Name           string `json:"name"`
+			ParamStructure string `json:"paramStructure"`
+			Params         []struct {
 				Name     string `json:"name"`
 				Required bool   `json:"required"`
 			} `json:"params"`
@@ -128,6 +129,29 @@ func (s *served) checkParams(t testing.TB, method, params string) error {
 	i, ok := s.methods[method]
 	if !ok {
 		t.Fatalf("document lacks %s", method)
+	}
+	if strings.HasPrefix(params, "[") && s.doc.Methods[i].ParamStructure == "either" {
+		// by position, for a unary method: element j is param j
+		var elems []json.RawMessage
+		if err := json.Unmarshal([]byte(params), &elems); err != nil {
+			return err
+		}
+		ps := s.doc.Methods[i].Params
+		if len(elems) > len(ps) {
+			return &paramError{"more params than the method has"}
+		}
+		for j, p := range ps {
+			if j >= len(elems) {
+				if p.Required {
+					return &paramError{"missing required param " + p.Name}
+				}
+				continue
+			}
+			if err := s.validate(t, "/methods/"+itoa(i)+"/params/"+itoa(j)+"/schema", elems[j]); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if strings.HasPrefix(params, "[") {
 		// by position: the request messages of a client- or
@@ -197,6 +221,13 @@ func TestDemoCallsMatchTheDocument(t *testing.T) {
 		{"demo.v1.Notes.Increment", `{"delta": "5"}`},
 		{"demo.v1.Notes.Increment", `{"delta": -2}`},
 		{"demo.v1.Notes.GetCounter", `{}`},
+		// unary methods by position: element i is param i
+		{"demo.v1.Notes.CreateNote", `[{"title": "p", "tags": ["x"], "priority": "PRIORITY_LOW", "views": 9007199254740993}]`},
+		{"demo.v1.Notes.GetNote", `["$id"]`},
+		{"demo.v1.Notes.ListNotes", `[["x"]]`},
+		{"demo.v1.Notes.ListNotes", `[null]`},
+		{"demo.v1.Notes.Increment", `["9007199254740993"]`},
+		{"demo.v1.Notes.GetCounter", `[]`},
 		// streaming methods, over HTTP: one request, one reply
 		{"demo.v1.Notes.WatchNotes", `{"tags": ["x"]}`},
 		{"demo.v1.Notes.WatchNotes", `{"tags": ["none"]}`},
@@ -244,7 +275,13 @@ func TestDemoCallsMatchTheDocument(t *testing.T) {
 		{"repeated as string", "demo.v1.Notes.ListNotes", `{"tags": "x"}`},
 		{"null in list", "demo.v1.Notes.ListNotes", `{"tags": [null]}`},
 		{"params to a method without any", "demo.v1.Notes.GetCounter", `{"x": 1}`},
+		{"by position: string as number", "demo.v1.Notes.GetNote", `[1]`},
+		{"by position: too many", "demo.v1.Notes.GetNote", `["a", "b"]`},
+		{"by position: int64 fraction", "demo.v1.Notes.Increment", `[1.5]`},
+		{"by position: unknown nested field", "demo.v1.Notes.CreateNote", `[{"title": "t", "color": "red"}]`},
+		{"by position: params to a method without any", "demo.v1.Notes.GetCounter", `[1]`},
 		{"server stream by position", "demo.v1.Notes.WatchNotes", `[{"tags": ["x"]}]`},
+		{"server stream by position, as its fields", "demo.v1.Notes.WatchNotes", `[["x"], false]`},
 		{"client stream by name", "demo.v1.Notes.ImportNotes", `{"note": {"title": "t"}}`},
 		{"client stream message field", "demo.v1.Notes.ImportNotes", `[{"note": {"title": "t", "views": "many"}}]`},
 		{"client stream message not an object", "demo.v1.Notes.ImportNotes", `[{"note": {"title": "t"}}, "x"]`},

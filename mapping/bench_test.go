@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"bytes"
 	"testing"
 
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -54,6 +55,9 @@ func BenchmarkRequestInvalid(b *testing.B) {
 // a repeated string, a nested message and an enum.
 const echoParams = `{"message":"hello from bench","sequence":"1234567890123","tags":["alpha","beta","gamma","delta"],"metadata":{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","clientName":"bench-load","attempt":1},"priority":"PRIORITY_HIGH"}`
 
+// echoParamsByPosition is echoParams by position.
+const echoParamsByPosition = `["hello from bench","1234567890123",["alpha","beta","gamma","delta"],{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","clientName":"bench-load","attempt":1},"PRIORITY_HIGH"]`
+
 // fastCase is bench.v1.EchoService.Echo's codec and a request it takes on
 // the fast path, with that request's wire bytes.
 func fastCase(tb testing.TB) (*Codec, []byte, []byte) {
@@ -102,12 +106,17 @@ func BenchmarkAppendResultWire(b *testing.B) {
 func TestFastPathAllocationBudget(t *testing.T) {
 	c, params, wire := fastCase(t)
 	buf := make([]byte, 0, 1024)
+	byPosition := []byte(echoParamsByPosition)
+	if got, e := c.AppendRequest(nil, byPosition); e != nil || !bytes.Equal(got, wire) {
+		t.Fatalf("by position: got %x %v, want %x", got, e, wire)
+	}
 	tests := []struct {
 		name   string
 		budget float64
 		run    func()
 	}{
 		{"AppendRequest", 0, func() { buf, _ = c.AppendRequest(buf[:0], params) }},
+		{"AppendRequest by position", 0, func() { buf, _ = c.AppendRequest(buf[:0], byPosition) }},
 		{"AppendResultWire", 0, func() { buf, _ = c.AppendResultWire(buf[:0], wire) }},
 	}
 	for _, tt := range tests {
@@ -116,5 +125,20 @@ func TestFastPathAllocationBudget(t *testing.T) {
 				t.Errorf("got %.1f allocations per call, want at most %.0f", got, tt.budget)
 			}
 		})
+	}
+}
+
+// BenchmarkAppendRequestByPosition is BenchmarkAppendRequest with the same
+// params by position.
+func BenchmarkAppendRequestByPosition(b *testing.B) {
+	c, _, _ := fastCase(b)
+	params := []byte(echoParamsByPosition)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		var jerr *Error
+		if buf, jerr = c.AppendRequest(buf[:0], params); jerr != nil {
+			b.Fatal(jerr)
+		}
 	}
 }

@@ -26,6 +26,9 @@ type Codec struct {
 	// inPlan and outPlan are the fast paths between JSON and wire bytes,
 	// nil where the message types need the general path.
 	inPlan, outPlan *plan
+	// byPosition is set for unary methods, whose params may be an array
+	// (positional.go).
+	byPosition bool
 }
 
 // NewCodec prepares the converter of md. Messages are dynamicpb messages of
@@ -42,6 +45,9 @@ func NewCodec(md protoreflect.MethodDescriptor, res Resolver, opts Options) *Cod
 		unmarshal: protojson.UnmarshalOptions{Resolver: res},
 		marshal:   protojson.MarshalOptions{Resolver: res, EmitUnpopulated: opts.EmitUnpopulated},
 		inPlan:    newPlan(md.Input()),
+		// Streaming methods keep their own rules for arrays: a client
+		// stream's array is its request messages (RequestElement).
+		byPosition: !md.IsStreamingClient() && !md.IsStreamingServer(),
 	}
 	if !opts.EmitUnpopulated {
 		c.outPlan = newPlan(md.Output())
@@ -59,6 +65,11 @@ func (c *Codec) AppendRequest(dst, params []byte) ([]byte, *Error) {
 	if c.inPlan != nil {
 		if out, ok := c.inPlan.appendRequest(dst, params); ok {
 			return out, nil
+		}
+		if c.byPosition {
+			if out, ok := c.inPlan.appendPositional(dst, params); ok {
+				return out, nil
+			}
 		}
 	}
 	m, e := c.Request(params)
@@ -91,11 +102,15 @@ func (c *Codec) AppendResultWire(dst, wire []byte) ([]byte, error) {
 //
 // Absent params (nil or empty) give an empty message. A JSON object is read
 // by protojson: both lowerCamelCase JSON names and proto field names are
-// accepted, unknown fields are rejected. Anything else, an array included,
-// is rejected. Every failure is an *Error with CodeInvalidParams whose
-// message names the field and the reason and whose Data is
+// accepted, unknown fields are rejected. For a unary method, an array is
+// params by position: element i is the value of the i-th field of the
+// request message in declaration order, null or a missing element leaves
+// its field unset. Anything else is rejected, and so is an array for a
+// streaming method. Every failure is an *Error with CodeInvalidParams
+// whose message names the field and the reason and whose Data is
 // {"field": "<dotted JSON path>", "reason": "<reason>"} ("field" is left
-// out when the problem is not in one field).
+// out when the problem is not in one field); by position, Data has
+// "position" too, and the message names it.
 func (c *Codec) Request(params []byte) (proto.Message, *Error) {
 	m := c.in.New().Interface()
 	if len(params) == 0 {
@@ -108,6 +123,9 @@ func (c *Codec) Request(params []byte) (proto.Message, *Error) {
 		}
 		return m, nil
 	case '[':
+		if c.byPosition {
+			return c.requestPositional(params)
+		}
 		return nil, invalidParams("", "params must be an object of named fields (by-name), not an array")
 	default:
 		return nil, invalidParams("", "params must be an object of named fields, got "+jsonKind(params, skipSpace(params, 0)))

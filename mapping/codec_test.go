@@ -171,8 +171,8 @@ func TestRequestShape(t *testing.T) {
 	}{
 		{"absent", nil, ""},
 		{"empty", []byte{}, ""},
-		{"array", []byte(`[1, 2]`), "Invalid params: params must be an object of named fields (by-name), not an array"},
-		{"array after space", []byte(" [ ]"), "Invalid params: params must be an object of named fields (by-name), not an array"},
+		{"empty array (by position)", []byte("[]"), ""},
+		{"empty array after space", []byte(" [ ]"), ""},
 		{"null", []byte(`null`), "Invalid params: params must be an object of named fields, got null"},
 		{"string", []byte(`"x"`), "Invalid params: params must be an object of named fields, got string"},
 		{"number", []byte(`12`), "Invalid params: params must be an object of named fields, got number"},

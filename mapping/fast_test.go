@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/bufbuild/protocompile"
@@ -304,11 +305,14 @@ func TestFastResultEdgeCases(t *testing.T) {
 func FuzzFastRequest(f *testing.F) {
 	md := compileFast(f).Messages().ByName("Plain")
 	pl := newPlan(md)
-	for _, s := range []string{`{}`, `{"i32":1,"s":"x","inner":{"kids":[{}]}}`, `{"rD":[1e5,-0.0],"by":"AQ=="}`, `{"oS":"a"}`} {
+	byPos := plainCodec(f) // the same message as a unary method's request, for params by position
+	for _, s := range []string{`{}`, `{"i32":1,"s":"x","inner":{"kids":[{}]}}`, `{"rD":[1e5,-0.0],"by":"AQ=="}`, `{"oS":"a"}`,
+		`[]`, `[1, 2, 3]`, `[null, null, 3, "4", 5]`, `[` + strings.Repeat("null,", 16) + `{"kids": [{}]}]`, `[` + strings.Repeat("null,", 24) + `"a", {}]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, params []byte) {
 		checkRequest(t, md, pl, params)
+		checkPositional(t, byPos, params)
 	})
 }
 

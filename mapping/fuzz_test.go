@@ -3,6 +3,7 @@ package mapping
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -12,6 +13,9 @@ import (
 func FuzzRequest(f *testing.F) {
 	for _, tc := range roundTrips {
 		f.Add([]byte(tc.params))
+	}
+	for _, s := range []string{`[]`, `[1.5, 2, 3, "4"]`, `[null, null, "x"]`, `[` + strings.Repeat("null,", 24) + `"a", {}]`} {
+		f.Add([]byte(s)) // params by position
 	}
 	b := loadBackend(f)
 	codecs := []*Codec{

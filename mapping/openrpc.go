@@ -203,21 +203,21 @@ func serviceComments(methods []protoreflect.MethodDescriptor) string {
 	return strings.Join(parts, "\n\n")
 }
 
-// method describes one method as a unary method: params by name, the
-// response message as result. streamingMethod adjusts it for streams.
+// method describes one method as a unary method: params by name or by
+// position, the response message as result. streamingMethod adjusts it for streams.
 func (s *schemas) method(md protoreflect.MethodDescriptor) method {
 	desc := comments(md)
 	m := method{
 		Name:           MethodName(md),
 		Summary:        summary(desc),
 		Description:    desc,
-		ParamStructure: "by-name",
+		ParamStructure: "either", // by name or by position (positional.go)
 		Params:         []descriptor{},
 		Result: descriptor{
 			Name:   string(md.Output().Name()),
 			Schema: s.ref(md.Output(), output),
 		},
-		Errors:     s.errorRefs,
+		Errors:     s.errors(md),
 		Deprecated: isDeprecated(md),
 		GRPCMethod: "/" + string(md.Parent().FullName()) + "/" + string(md.Name()),
 	}
@@ -265,15 +265,12 @@ func (s *schemas) param(fd protoreflect.FieldDescriptor) descriptor {
 const invalidParamsKey = "INVALID_PARAMS"
 
 // errorComponents describes every error a method can return: -32602 for
-// params the bridge cannot map, and each gRPC status code 1..16 as the
-// bridge maps it (StatusError).
+// params the bridge cannot map (with no data: what it names depends on
+// the method, whose own -32602 entry shows an example where it can), and
+// each gRPC status code 1..16 as the bridge maps it (StatusError).
 func errorComponents() map[string]errObj {
 	errs := map[string]errObj{
-		invalidParamsKey: {
-			Code:    CodeInvalidParams,
-			Message: "Invalid params",
-			Data:    object{"field": "note.title", "reason": "invalid value for string field"},
-		},
+		invalidParamsKey: {Code: CodeInvalidParams, Message: "Invalid params"},
 	}
 	for c := codes.Canceled; c <= codes.Unauthenticated; c++ {
 		name := CodeName(c)
@@ -294,4 +291,81 @@ func errorRefs() []object {
 		refs = append(refs, object{"$ref": "#/components/errors/" + CodeName(c)})
 	}
 	return refs
+}
+
+// errors lists the errors of md: the shared references, with the -32602
+// one replaced by an example that fits md's params where there is one.
+func (s *schemas) errors(md protoreflect.MethodDescriptor) []object {
+	e := invalidParamsExample(md)
+	if e == nil {
+		return s.errorRefs
+	}
+	errs := slices.Clone(s.errorRefs)
+	errs[0] = object{"code": e.Code, "message": e.Message, "data": json.RawMessage(e.Data)}
+	return errs
+}
+
+// invalidParamsExample is the -32602 error the bridge answers to a wrong
+// value in the first field of md's request message that can be given one
+// (going into a nested message's first field, up to a few levels), found
+// by the same diagnosis as a real call; nil for a message without such a
+// field. A client-streaming method's params are its request messages, so
+// there the path starts at the first one ("[0].note").
+func invalidParamsExample(md protoreflect.MethodDescriptor) *Error {
+	var base *loc
+	if md.IsStreamingClient() {
+		base = index(nil, 0)
+	}
+	res := NewResolver(nil)
+	fields := md.Input().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		val, ok := wrongValue(fd, 0)
+		if !ok {
+			continue
+		}
+		params, _ := json.Marshal(map[string]json.RawMessage{fd.JSONName(): val})
+		w := &walker{b: params, res: res}
+		if p := w.message(md.Input(), base, 0); p != nil && p.path != base {
+			return invalidParams(p.path.String(), p.reason)
+		}
+	}
+	return nil
+}
+
+// wrongValue is a JSON value that does not fit fd: a number for a string,
+// a fraction for an integer, an unknown name for an enum; for a plain
+// message, its first field's wrong value inside an object.
+func wrongValue(fd protoreflect.FieldDescriptor, depth int) (json.RawMessage, bool) {
+	if fd.IsList() || fd.IsMap() {
+		return json.RawMessage(`1`), true
+	}
+	if md := fd.Message(); md != nil {
+		name := md.FullName()
+		switch {
+		case name == "google.protobuf.Value":
+			return nil, false // any JSON value fits
+		case isWrapper(name):
+			return wrongValue(md.Fields().ByName("value"), depth)
+		case isWellKnown(name) || depth >= 2 || md.Fields().Len() == 0:
+			return json.RawMessage(`1`), true
+		}
+		inner := md.Fields().Get(0)
+		if v, ok := wrongValue(inner, depth+1); ok {
+			obj, _ := json.Marshal(map[string]json.RawMessage{inner.JSONName(): v})
+			return obj, true
+		}
+		return json.RawMessage(`1`), true
+	}
+	switch fd.Kind() {
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		return json.RawMessage(`1`), true
+	case protoreflect.BoolKind:
+		return json.RawMessage(`"yes"`), true
+	case protoreflect.EnumKind:
+		return json.RawMessage(`"NO_SUCH_VALUE"`), true
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		return json.RawMessage(`true`), true
+	}
+	return json.RawMessage(`1.5`), true
 }

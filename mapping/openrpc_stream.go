@@ -71,6 +71,9 @@ func (s *schemas) streamingMethod(m *method, md protoreflect.MethodDescriptor) {
 			Schema: req,
 		}}
 	}
+	if !md.IsStreamingClient() {
+		m.ParamStructure = "by-name" // a server stream's array params are refused
+	}
 	if md.IsStreamingServer() {
 		m.Result.Schema = responses
 		m.Result.Description = joinText("Every response message of the stream, in order.", m.Result.Description)

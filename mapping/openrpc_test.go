@@ -143,7 +143,7 @@ type parsedDoc struct {
 			Name   string         `json:"name"`
 			Schema map[string]any `json:"schema"`
 		} `json:"result"`
-		Errors    []map[string]string `json:"errors"`
+		Errors    []map[string]any `json:"errors"`
 		Streaming *struct {
 			Kind            string         `json:"kind"`
 			ClientStreaming bool           `json:"clientStreaming"`
@@ -192,19 +192,27 @@ func TestDocumentMethods(t *testing.T) {
 	byName := map[string]int{}
 	for i, m := range d.Methods {
 		byName[m.Name] = i
-		wantStructure := "by-name"
-		if x := m.Streaming; x != nil && x.ClientStreaming {
+		wantStructure := "either" // unary: by name or by position
+		switch x := m.Streaming; {
+		case x != nil && x.ClientStreaming:
 			wantStructure = "by-position" // params are the array of request messages
+		case x != nil:
+			wantStructure = "by-name" // a server stream takes its request by name only
 		}
 		if m.ParamStructure != wantStructure {
 			t.Errorf("%s: paramStructure = %q, want %s", m.Name, m.ParamStructure, wantStructure)
 		}
 		var codes []int
-		for _, e := range m.Errors {
-			key := strings.TrimPrefix(e["$ref"], "#/components/errors/")
+		for i, e := range m.Errors {
+			ref, isRef := e["$ref"].(string)
+			if !isRef && i == 0 {
+				codes = append(codes, int(e["code"].(float64))) // the method's own -32602 example
+				continue
+			}
+			key := strings.TrimPrefix(ref, "#/components/errors/")
 			c, ok := d.Components.Errors[key]
 			if !ok {
-				t.Errorf("%s: error %q is not in components.errors", m.Name, e["$ref"])
+				t.Errorf("%s: error %v is not in components.errors", m.Name, e)
 			}
 			codes = append(codes, c.Code)
 		}

@@ -114,7 +114,7 @@ func (s *schemas) ref(d protoreflect.Descriptor, dir direction) object {
 func (s *schemas) field(fd protoreflect.FieldDescriptor, dir direction) object {
 	sch := s.fieldValue(fd, dir)
 	if desc := comments(fd); desc != "" {
-		sch = withDescription(sch, desc)
+		sch = describe(sch, desc)
 	}
 	if isDeprecated(fd) {
 		sch = withKey(sch, "deprecated", true)
@@ -211,54 +211,64 @@ func scalarSchema(k protoreflect.Kind, dir direction) object {
 		}
 		return object{"type": "string", "contentEncoding": "base64", "pattern": patternBase64Output}
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		return int32Schema(minInt32, maxInt32, "int32", dir)
+		return int32Schema(minInt32, maxInt32, "An int32", dir)
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		return int32Schema("0", maxUint32, "uint32", dir)
+		return int32Schema("0", maxUint32, "A uint32", dir)
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		return int64Schema(minInt64, maxInt64, patternIntString, "int64", dir)
+		return int64Schema(minInt64, maxInt64, patternIntString, "An int64", dir)
 	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		return int64Schema("0", maxUint64, patternUintString, "uint64", dir)
+		return int64Schema("0", maxUint64, patternUintString, "A uint64", dir)
 	case protoreflect.FloatKind:
-		return floatSchema("float", dir)
+		return floatSchema("A float", dir)
 	case protoreflect.DoubleKind:
-		return floatSchema("double", dir)
+		return floatSchema("A double", dir)
 	}
 	return object{}
 }
 
+// The numeric schemas name their protobuf type in their description, not
+// in "format": int32, int64, float and the like are not formats of JSON
+// Schema, and strict validators (ajv, which @open-rpc/schema-utils-js
+// uses) refuse a schema with a format they do not know. The bounds and
+// patterns carry the rest.
+
 // int32Schema: protojson writes a JSON number and reads a number or a
 // string holding one.
-func int32Schema(lo, hi, format string, dir direction) object {
+func int32Schema(lo, hi, typ string, dir direction) object {
 	if dir == input {
-		return object{"type": []any{"integer", "string"}, "format": format,
+		return object{"type": []any{"integer", "string"}, "description": typ + ": an integer, or a string holding one.",
 			"minimum": json.Number(lo), "maximum": json.Number(hi), "pattern": patternIntInput}
 	}
-	return object{"type": "integer", "format": format, "minimum": json.Number(lo), "maximum": json.Number(hi)}
+	return object{"type": "integer", "description": typ + ".", "minimum": json.Number(lo), "maximum": json.Number(hi)}
 }
 
 // int64Schema: protojson writes a decimal string and reads a number or a
 // string holding one.
-func int64Schema(lo, hi, pattern, format string, dir direction) object {
+func int64Schema(lo, hi, pattern, typ string, dir direction) object {
 	if dir == input {
-		return object{"type": []any{"integer", "string"}, "format": format,
+		desc := typ + ": an integer, or a string holding one; results write it as a decimal string."
+		return object{"type": []any{"integer", "string"}, "description": desc,
 			"minimum": json.Number(lo), "maximum": json.Number(hi), "pattern": patternIntInput}
 	}
-	return object{"type": "string", "format": format, "pattern": pattern}
+	return object{"type": "string", "description": typ + " as a decimal string (protojson writes 64-bit integers as strings).",
+		"pattern": pattern}
 }
 
 // floatSchema: protojson writes a number, or "NaN", "Infinity" and
 // "-Infinity"; it reads those and numbers written as strings.
-func floatSchema(format string, dir direction) object {
-	num := object{"type": "number", "format": format}
-	if format == "float" && dir == input {
+func floatSchema(typ string, dir direction) object {
+	num := object{"type": "number"}
+	desc := typ + `: a number, or "NaN", "Infinity" or "-Infinity".`
+	if typ == "A float" && dir == input {
 		num["exclusiveMinimum"] = json.Number(float32NLimit)
 		num["exclusiveMaximum"] = json.Number(float32Limit)
 	}
 	alts := []any{num, object{"type": "string", "enum": specialFloats}}
 	if dir == input {
 		alts = append(alts, object{"type": "string", "pattern": patternNumberInput})
+		desc = typ + `: a number, a string holding one, or "NaN", "Infinity" or "-Infinity".`
 	}
-	return object{"anyOf": alts}
+	return object{"anyOf": alts, "description": desc}
 }
 
 // enumSchema describes an enum: its value names, and in params its numbers
@@ -318,7 +328,8 @@ func (s *schemas) message(md protoreflect.MessageDescriptor, dir direction) obje
 			required = append(required, fd.JSONName())
 		}
 		if dir == input && fd.TextName() != fd.JSONName() {
-			props[fd.TextName()] = withDescription(sch, "The proto name of "+fd.JSONName()+"; give one of the two.")
+			alias := "The proto name of " + fd.JSONName() + "; give one of the two."
+			props[fd.TextName()] = withDescription(sch, joinText(alias, ownDescription(s.fieldValue(fd, dir))))
 			notBoth = append(notBoth, object{"required": []any{fd.JSONName(), fd.TextName()}})
 		}
 	}
@@ -451,7 +462,7 @@ func wrapperSchema(md protoreflect.MessageDescriptor, dir direction) object {
 		return nil
 	}
 	sch := scalarSchema(fd.Kind(), dir)
-	sch["description"] = "The wrapped " + strings.ToLower(fd.Kind().String()) + " value itself."
+	sch["description"] = joinText("The wrapped "+strings.ToLower(fd.Kind().String())+" value itself.", ownDescription(sch))
 	return sch
 }
 
@@ -465,9 +476,31 @@ func nullable(sch object) object {
 		case []any:
 			sch["type"] = append(t, "null")
 			return sch
+		case nil:
+			if alts, ok := sch["anyOf"].([]any); ok { // a float: one more alternative
+				sch = cloneObject(sch)
+				sch["anyOf"] = append(slices.Clone(alts), object{"type": "null"})
+				return sch
+			}
 		}
 	}
 	return object{"anyOf": []any{sch, object{"type": "null"}}}
+}
+
+// describe returns sch with desc as its description, followed by the
+// description sch has of its own (a scalar's type).
+func describe(sch object, desc string) object {
+	return withDescription(sch, joinText(desc, ownDescription(sch)))
+}
+
+// ownDescription is the description of sch itself, "" for a $ref (whose
+// description is in the component).
+func ownDescription(sch object) string {
+	if _, isRef := sch["$ref"]; isRef {
+		return ""
+	}
+	d, _ := sch["description"].(string)
+	return d
 }
 
 // withDescription returns sch with a description. A bare $ref cannot carry

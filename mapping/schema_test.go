@@ -229,7 +229,7 @@ func TestSchemaShapes(t *testing.T) {
 		"google.protobuf.ListValue":   {"type": "array"},
 		"google.protobuf.Empty":       {"type": "object", "additionalProperties": false},
 		"google.protobuf.Any":         {"type": "object"},
-		"google.protobuf.Int64Value":  {"type": "string", "format": "int64"},
+		"google.protobuf.Int64Value":  {"type": "string", "description": "The wrapped int64 value itself.\n\nAn int64 as a decimal string (protojson writes 64-bit integers as strings)."},
 		"google.protobuf.StringValue": {"type": "string"},
 		"google.protobuf.BoolValue":   {"type": "boolean"},
 		"test.v1.Color":               {"title": "test.v1.Color"},
