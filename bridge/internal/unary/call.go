@@ -60,8 +60,8 @@ type Call struct {
 	// trailers; any other Err was made by the client (transport
 	// failures, deadlines, a backend breaking the protocol), with a
 	// message that is the client's, not the backend's.
-	Remote bool
-	Reserved int64       // the bytes of the response's messages so far, taken from Budget when set
+	Remote   bool
+	Reserved int64 // the bytes of the response's messages so far, taken from Budget when set
 
 	client   *Client
 	conn     *conn
