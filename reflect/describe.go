@@ -38,22 +38,45 @@ const (
 )
 
 // describer turns the FileDescriptorProtos a backend's reflection gives
-// into file descriptors, repairing what servers get wrong: a file that
-// uses a type of another file without listing that file among its
-// dependencies (as @grpc/reflection 1.0.4 serves every file) gets the
-// dependency added, the file being one the backend gave or gives when
-// asked for the type, or the bridge's own copy of a well-known type's
-// file. A dependency no one has is dropped, in case nothing of it is
-// used. A file that still does not build is a *fileError, and so is every
-// file needing it.
+// into file descriptors, repairing what servers get wrong, as
+// @grpc/reflection 1.0.4 for Node does (grpc-node issue 3034):
+//
+//   - the bridge's own copies of the well-known types replace the
+//     backend's (wellKnownOf): the same messages on the wire, and
+//     described as protoc does, where 1.0.4's google.protobuf.Struct
+//     does not build;
+//   - a file that uses a type of another file without listing that file
+//     among its dependencies gets the dependency added, the file being
+//     one the backend gave or gives when asked for the type, or the
+//     bridge's own copy of a well-known type's file; a dependency no one
+//     has is dropped, in case nothing of it is used;
+//   - every type name a file uses is made full, resolved as protobuf
+//     does (relative names from the innermost scope outwards);
+//   - map entries named otherwise than protobuf derives from their field
+//     get that name (renameMapEntries), and a field alone in a oneof
+//     named after it, as protoc makes of proto3 optional, gets its
+//     proto3_optional flag back (restoreProto3Optional): neither changes
+//     a field's number or type, so the wire format is the backend's.
+//
+// A file that still does not build is a *fileError, and so is every file
+// needing it. The repair depends only on the backend's answers, in the
+// order they come, and every loop is bounded by the files' size.
 type describer struct {
-	c       *reflectionClient
+	c       fileSource
 	pool    map[string]*descriptorpb.FileDescriptorProto // every file given, by path
 	symbols map[protoreflect.FullName][]string           // the paths of the pool's files declaring each name
 	asked   map[string]bool                              // symbols ("s:") and files ("f:") asked for already
 	files   *protoregistry.Files                         // the files built
 	failed  map[string]*fileError
 	open    map[string]bool // files being built, for cycles
+}
+
+// fileSource is the reflection client's part describer uses; tests and
+// fuzzing give it answers of their own. Both methods return the
+// serialized files of the answer, or an *answerError.
+type fileSource interface {
+	fileContainingSymbol(name string) ([][]byte, error)
+	fileByFilename(path string) ([][]byte, error)
 }
 
 // fileError says why a file cannot be described: Reason is a sentence for
@@ -63,7 +86,7 @@ type fileError struct {
 	Err    error
 }
 
-func newDescriber(c *reflectionClient) *describer {
+func newDescriber(c fileSource) *describer {
 	return &describer{
 		c:       c,
 		pool:    make(map[string]*descriptorpb.FileDescriptorProto),
@@ -75,15 +98,25 @@ func newDescriber(c *reflectionClient) *describer {
 	}
 }
 
-// add puts the files of an answer into the pool; a path already there
-// keeps its first file.
+// add puts the files of an answer into the pool, the bridge's copies of
+// the well-known types standing for the backend's (wellKnownOf); a path
+// already there keeps its first file.
 func (d *describer) add(answer [][]byte) error {
 	for _, b := range answer {
 		fdp := new(descriptorpb.FileDescriptorProto)
 		if err := proto.Unmarshal(b, fdp); err != nil {
 			return fmt.Errorf("the backend sent a file descriptor that does not decode: %w", err)
 		}
-		if err := d.put(fdp); err != nil {
+		own, rest := wellKnownOf(fdp)
+		for _, path := range own {
+			if _, err := d.wellKnown(path); err != nil {
+				return err
+			}
+		}
+		if rest == nil {
+			continue
+		}
+		if err := d.put(rest); err != nil {
 			return err
 		}
 	}
@@ -150,52 +183,49 @@ func (d *describer) wellKnown(path string) (bool, error) {
 	return true, d.put(protodesc.ToFileDescriptorProto(fd))
 }
 
-// file returns the pool's file at path, asking the backend for it, then
-// taking the bridge's copy of a well-known type's file; nil when no one
+// file returns the pool's file at path, taking the bridge's copy of a
+// well-known type's file, else asking the backend for it; nil when no one
 // has it.
 func (d *describer) file(path string) (*descriptorpb.FileDescriptorProto, error) {
 	if fdp, ok := d.pool[path]; ok {
 		return fdp, nil
 	}
-	if err := d.askFile(path); err != nil {
-		return nil, err
+	if ok, err := d.wellKnown(path); err != nil || ok {
+		return d.pool[path], err // the bridge's copy stands for the backend's anyway
 	}
-	if _, err := d.wellKnown(path); err != nil {
+	if err := d.askFile(path); err != nil {
 		return nil, err
 	}
 	return d.pool[path], nil
 }
 
-// definer returns the path of a file declaring one of names, tried in
-// order: the pool's files, then the backend's answer for each, then the
-// bridge's well-known types; "" when no one declares any.
-func (d *describer) definer(names []protoreflect.FullName) (string, error) {
+// definer returns the first of names someone declares and the path of a
+// file declaring it, tried in order: the pool's files or the bridge's
+// well-known types, then the backend's answer for each; "" when no one
+// declares any.
+func (d *describer) definer(names []protoreflect.FullName) (protoreflect.FullName, string, error) {
 	for _, n := range names {
 		if paths := d.symbols[n]; len(paths) > 0 {
-			return paths[0], nil
+			return n, paths[0], nil
+		}
+		if path := wellKnownPath(n); path != "" {
+			if _, err := d.wellKnown(path); err != nil {
+				return "", "", err
+			}
+			if paths := d.symbols[n]; len(paths) > 0 {
+				return n, paths[0], nil
+			}
 		}
 	}
 	for _, n := range names {
 		if err := d.askSymbol(string(n)); err != nil {
-			return "", err
+			return "", "", err
 		}
 		if paths := d.symbols[n]; len(paths) > 0 {
-			return paths[0], nil
+			return n, paths[0], nil
 		}
 	}
-	for _, n := range names {
-		desc, err := protoregistry.GlobalFiles.FindDescriptorByName(n)
-		if err != nil {
-			continue
-		}
-		path := desc.ParentFile().Path()
-		if ok, err := d.wellKnown(path); err != nil {
-			return "", err
-		} else if ok {
-			return path, nil
-		}
-	}
-	return "", nil
+	return "", "", nil
 }
 
 // serviceFile returns the path of the file declaring service, asking the
@@ -240,6 +270,8 @@ func (d *describer) build(path string, depth int) (protoreflect.FileDescriptor, 
 	if err != nil {
 		return nil, nil, err
 	}
+	renameMapEntries(fdp)
+	restoreProto3Optional(fdp)
 	fail := func(fe *fileError) (protoreflect.FileDescriptor, *fileError, error) {
 		d.failed[path] = fe
 		return nil, fe, nil
@@ -305,44 +337,53 @@ func (d *describer) keepAvailableDeps(fdp *descriptorpb.FileDescriptorProto) ([]
 	return missing, nil
 }
 
-// repair adds to fdp a dependency on the file declaring each type it
-// refers to but neither declares nor imports, and returns the references
-// no one declares, as written.
+// repair makes every type name fdp uses full, resolved as protodesc
+// would once the dependencies are there, adding a dependency on the file
+// declaring each type it refers to but neither declares nor imports; it
+// returns the references no one declares, as written.
 func (d *describer) repair(fdp *descriptorpb.FileDescriptorProto) ([]string, error) {
 	local := declarations(fdp)
 	visible := make(map[string]bool)
 	for _, dep := range fdp.GetDependency() {
 		d.addVisible(visible, dep, 0)
 	}
-	resolves := func(cands []protoreflect.FullName) bool {
+	// resolve mirrors protodesc: in each scope from the innermost, the
+	// file's own declarations, then those of the files it imports.
+	resolve := func(cands []protoreflect.FullName) (protoreflect.FullName, bool) {
 		for _, c := range cands {
 			if local[c] {
-				return true
+				return c, true
 			}
 			for _, p := range d.symbols[c] {
 				if visible[p] {
-					return true
+					return c, true
 				}
 			}
 		}
-		return false
+		return "", false
 	}
 	var unresolved []string
 	for _, ref := range references(fdp) {
-		cands := candidates(ref.scope, ref.name)
-		if len(cands) == 0 || resolves(cands) {
+		name := ref.name()
+		cands := candidates(ref.scope, name)
+		if len(cands) == 0 {
 			continue // an empty or malformed name is protodesc's to refuse
 		}
-		path, err := d.definer(cands)
+		if full, ok := resolve(cands); ok {
+			ref.set("." + string(full))
+			continue
+		}
+		full, path, err := d.definer(cands)
 		if err != nil {
 			return nil, err
 		}
 		if path == "" || path == fdp.GetName() {
-			if !slices.Contains(unresolved, strings.TrimPrefix(ref.name, ".")) {
-				unresolved = append(unresolved, strings.TrimPrefix(ref.name, "."))
+			if !slices.Contains(unresolved, strings.TrimPrefix(name, ".")) {
+				unresolved = append(unresolved, strings.TrimPrefix(name, "."))
 			}
 			continue
 		}
+		ref.set("." + string(full))
 		fdp.Dependency = append(fdp.Dependency, path)
 		d.addVisible(visible, path, 0)
 	}
@@ -365,11 +406,20 @@ func (d *describer) addVisible(visible map[string]bool, path string, depth int) 
 	}
 }
 
-// reference is a type name a file uses and the scope it is resolved in.
+// reference is a type name a file uses, where it is (to rewrite it) and
+// the scope it is resolved in.
 type reference struct {
 	scope protoreflect.FullName
-	name  string
+	at    **string
 }
+
+func (r reference) name() string {
+	if *r.at == nil {
+		return ""
+	}
+	return **r.at
+}
+func (r reference) set(s string) { *r.at = proto.String(s) }
 
 // references lists the type names fdp uses: field types, extendees and
 // method input and output types.
@@ -378,10 +428,10 @@ func references(fdp *descriptorpb.FileDescriptorProto) []reference {
 	pkg := protoreflect.FullName(fdp.GetPackage())
 	field := func(scope protoreflect.FullName, f *descriptorpb.FieldDescriptorProto) {
 		if f.GetTypeName() != "" {
-			refs = append(refs, reference{scope, f.GetTypeName()})
+			refs = append(refs, reference{scope, &f.TypeName})
 		}
 		if f.GetExtendee() != "" {
-			refs = append(refs, reference{scope, f.GetExtendee()})
+			refs = append(refs, reference{scope, &f.Extendee})
 		}
 	}
 	var message func(scope protoreflect.FullName, m *descriptorpb.DescriptorProto)
@@ -406,7 +456,12 @@ func references(fdp *descriptorpb.FileDescriptorProto) []reference {
 	for _, s := range fdp.GetService() {
 		name := join(pkg, s.GetName())
 		for _, m := range s.GetMethod() {
-			refs = append(refs, reference{name, m.GetInputType()}, reference{name, m.GetOutputType()})
+			if m.GetInputType() != "" {
+				refs = append(refs, reference{name, &m.InputType})
+			}
+			if m.GetOutputType() != "" {
+				refs = append(refs, reference{name, &m.OutputType})
+			}
 		}
 	}
 	return refs

@@ -41,8 +41,12 @@ func Discover(ctx context.Context, conn grpc.ClientConnInterface) (*Registry, er
 		return nil, err
 	}
 	defer client.close()
+	return describe(ctx, newDescriber(client), names)
+}
 
-	d := newDescriber(client)
+// describe builds the registry of the services names with d, leaving out
+// (as skipped) those it cannot describe.
+func describe(ctx context.Context, d *describer, names []string) (*Registry, error) {
 	listed := make(map[protoreflect.FullName]bool, len(names))
 	var skipped []SkippedService
 	for _, name := range names {
