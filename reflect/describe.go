@@ -31,10 +31,15 @@ import (
 // of, used when the backend does not serve them.
 const wellKnownPrefix = "google/protobuf/"
 
-// Bounds against a backend answering without end.
+// Bounds against a backend answering without end, or with descriptors
+// made to make the repair slow: resolving a type name tries every
+// enclosing scope, so names are bounded in length and scopes in depth.
 const (
-	maxFiles       = 10000 // files taken from one backend's answers
-	maxImportDepth = 1024  // length of a chain of imports
+	maxFiles       = 10000  // files taken from one backend's answers
+	maxImportDepth = 1024   // length of a chain of imports
+	maxQuestions   = 100000 // requests to one backend in one discovery
+	maxNameLength  = 1024   // bytes of a full name or a type name
+	maxScopeDepth  = 32     // components of a full name (package and nesting)
 )
 
 // describer turns the FileDescriptorProtos a backend's reflection gives
@@ -60,15 +65,17 @@ const (
 //
 // A file that still does not build is a *fileError, and so is every file
 // needing it. The repair depends only on the backend's answers, in the
-// order they come, and every loop is bounded by the files' size.
+// order they come; it keeps to the bounds below (a file beyond them is a
+// *fileError) and never trusts an index or a name of the backend's.
 type describer struct {
 	c       fileSource
 	pool    map[string]*descriptorpb.FileDescriptorProto // every file given, by path
 	symbols map[protoreflect.FullName][]string           // the paths of the pool's files declaring each name
 	asked   map[string]bool                              // symbols ("s:") and files ("f:") asked for already
+	askedN  int                                          // requests made, up to maxQuestions
 	files   *protoregistry.Files                         // the files built
 	failed  map[string]*fileError
-	open    map[string]bool // files being built, for cycles
+	open    []string // the files being built, each importing the next, for cycles
 }
 
 // fileSource is the reflection client's part describer uses; tests and
@@ -94,7 +101,6 @@ func newDescriber(c fileSource) *describer {
 		asked:   make(map[string]bool),
 		files:   new(protoregistry.Files),
 		failed:  make(map[string]*fileError),
-		open:    make(map[string]bool),
 	}
 }
 
@@ -132,6 +138,19 @@ func (d *describer) put(fdp *descriptorpb.FileDescriptorProto) error {
 		return fmt.Errorf("the backend describes more than %d files", maxFiles)
 	}
 	d.pool[path] = fdp
+	if why := oversized(fdp); why != "" {
+		// Not indexed but for its services, whose skip gives the reason.
+		d.failed[path] = &fileError{Reason: fmt.Sprintf("the backend's descriptor of %s is beyond the bridge's bounds: %s", path, why), Err: errors.New(why)}
+		if pkg := fdp.GetPackage(); len(pkg) <= maxNameLength {
+			for _, sd := range fdp.GetService() {
+				if len(sd.GetName()) <= maxNameLength {
+					name := join(protoreflect.FullName(pkg), sd.GetName())
+					d.symbols[name] = append(d.symbols[name], path)
+				}
+			}
+		}
+		return nil
+	}
 	for name := range declarations(fdp) {
 		d.symbols[name] = append(d.symbols[name], path)
 	}
@@ -146,8 +165,20 @@ func (d *describer) askSymbol(name string) error {
 		return nil
 	}
 	d.asked["s:"+name] = true
+	if err := d.count(); err != nil {
+		return err
+	}
 	answer, err := d.c.fileContainingSymbol(name)
 	return d.took(answer, err)
+}
+
+// count counts a request to the backend, an error past maxQuestions.
+func (d *describer) count() error {
+	if d.askedN >= maxQuestions {
+		return fmt.Errorf("describing the backend's services takes more than %d reflection requests", maxQuestions)
+	}
+	d.askedN++
+	return nil
 }
 
 // askFile is askSymbol for a file's path.
@@ -156,6 +187,9 @@ func (d *describer) askFile(path string) error {
 		return nil
 	}
 	d.asked["f:"+path] = true
+	if err := d.count(); err != nil {
+		return err
+	}
 	answer, err := d.c.fileByFilename(path)
 	return d.took(answer, err)
 }
@@ -253,14 +287,15 @@ func (d *describer) build(path string, depth int) (protoreflect.FileDescriptor, 
 	if fe := d.failed[path]; fe != nil {
 		return nil, fe, nil
 	}
-	if d.open[path] {
-		return nil, &fileError{Reason: fmt.Sprintf("%s imports itself", path), Err: errors.New("import cycle")}, nil
+	if i := slices.Index(d.open, path); i >= 0 {
+		cycle := strings.Join(append(slices.Clone(d.open[i:]), path), " → ")
+		return nil, &fileError{Reason: fmt.Sprintf("%s imports itself (%s)", path, cycle), Err: fmt.Errorf("import cycle %s", cycle)}, nil
 	}
 	if depth > maxImportDepth {
 		return nil, &fileError{Reason: fmt.Sprintf("%s has more than %d levels of imports", path, maxImportDepth), Err: errors.New("imports too deep")}, nil
 	}
-	d.open[path] = true
-	defer delete(d.open, path)
+	d.open = append(d.open, path)
+	defer func() { d.open = d.open[:len(d.open)-1] }()
 	fdp := proto.CloneOf(d.pool[path])
 	missing, err := d.keepAvailableDeps(fdp)
 	if err != nil {

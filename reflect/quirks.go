@@ -1,6 +1,7 @@
 package reflect
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"unicode"
@@ -230,4 +231,96 @@ func restoreProto3Optional(fdp *descriptorpb.FileDescriptorProto) {
 	for _, m := range fdp.GetMessageType() {
 		message(m)
 	}
+}
+
+// oversized says how fdp exceeds the bounds the repair keeps to (a full
+// name or a type name over maxNameLength bytes, a scope deeper than
+// maxScopeDepth components), or "" when it does not. It walks the file
+// once without building any name.
+func oversized(fdp *descriptorpb.FileDescriptorProto) string {
+	pkg := fdp.GetPackage()
+	tooLong := fmt.Sprintf("a name is longer than %d bytes", maxNameLength)
+	if len(pkg) > maxNameLength {
+		return tooLong
+	}
+	pkgDepth := 0
+	if pkg != "" {
+		pkgDepth = strings.Count(pkg, ".") + 1
+	}
+	if pkgDepth > maxScopeDepth {
+		return fmt.Sprintf("a scope is deeper than %d components", maxScopeDepth)
+	}
+	// name checks a declaration of length n in a scope of length scope.
+	name := func(scope, n int) bool { return scope+1+n <= maxNameLength }
+	ref := func(s *string) bool { return s == nil || len(*s) <= maxNameLength+1 }
+	field := func(scope int, f *descriptorpb.FieldDescriptorProto) bool {
+		return name(scope, len(f.GetName())) && ref(f.TypeName) && ref(f.Extendee)
+	}
+	enum := func(scope int, e *descriptorpb.EnumDescriptorProto) bool {
+		if !name(scope, len(e.GetName())) {
+			return false
+		}
+		for _, v := range e.GetValue() {
+			if !name(scope, len(v.GetName())) {
+				return false
+			}
+		}
+		return true
+	}
+	var why string
+	var message func(scope, depth int, m *descriptorpb.DescriptorProto) bool
+	message = func(scope, depth int, m *descriptorpb.DescriptorProto) bool {
+		if depth > maxScopeDepth {
+			why = fmt.Sprintf("a scope is deeper than %d components", maxScopeDepth)
+			return false
+		}
+		if !name(scope, len(m.GetName())) {
+			return false
+		}
+		full := scope + 1 + len(m.GetName())
+		for _, f := range slices.Concat(m.GetField(), m.GetExtension()) {
+			if !field(full, f) {
+				return false
+			}
+		}
+		for _, o := range m.GetOneofDecl() {
+			if !name(full, len(o.GetName())) {
+				return false
+			}
+		}
+		for _, e := range m.GetEnumType() {
+			if !enum(full, e) {
+				return false
+			}
+		}
+		for _, n := range m.GetNestedType() {
+			if !message(full, depth+1, n) {
+				return false
+			}
+		}
+		return true
+	}
+	ok := true
+	for _, m := range fdp.GetMessageType() {
+		ok = ok && message(len(pkg), pkgDepth+1, m)
+	}
+	for _, e := range fdp.GetEnumType() {
+		ok = ok && enum(len(pkg), e)
+	}
+	for _, x := range fdp.GetExtension() {
+		ok = ok && field(len(pkg), x)
+	}
+	for _, s := range fdp.GetService() {
+		ok = ok && name(len(pkg), len(s.GetName()))
+		for _, m := range s.GetMethod() {
+			ok = ok && name(len(pkg)+1+len(s.GetName()), len(m.GetName())) && ref(m.InputType) && ref(m.OutputType)
+		}
+	}
+	switch {
+	case why != "":
+		return why
+	case !ok:
+		return tooLong
+	}
+	return ""
 }
