@@ -71,11 +71,12 @@ type describer struct {
 	c       fileSource
 	pool    map[string]*descriptorpb.FileDescriptorProto // every file given, by path
 	symbols map[protoreflect.FullName][]string           // the paths of the pool's files declaring each name
-	asked   map[string]bool                              // symbols ("s:") and files ("f:") asked for already
+	asked   map[string]bool                              // symbols ("s:") and files ("f:") asked for already, well-known types replaced ("w:")
 	askedN  int                                          // requests made, up to maxQuestions
 	files   *protoregistry.Files                         // the files built
 	failed  map[string]*fileError
 	open    []string // the files being built, each importing the next, for cycles
+	repairs []string // what was repaired, a sentence each, in order
 }
 
 // fileSource is the reflection client's part describer uses; tests and
@@ -118,6 +119,12 @@ func (d *describer) add(answer [][]byte) error {
 			if _, err := d.wellKnown(path); err != nil {
 				return err
 			}
+		}
+		if path := fdp.GetName(); len(own) > 0 && !slices.Contains(own, path) && !d.asked["w:"+path] {
+			// (a file at a well-known path is the bridge's: not worth saying)
+			d.asked["w:"+path] = true
+			d.repairs = append(d.repairs, fmt.Sprintf("%s: the bridge's %s stand for the well-known types it declares",
+				path, strings.Join(own, ", ")))
 		}
 		if rest == nil {
 			continue
@@ -301,12 +308,12 @@ func (d *describer) build(path string, depth int) (protoreflect.FileDescriptor, 
 	if err != nil {
 		return nil, nil, err
 	}
-	unresolved, err := d.repair(fdp)
+	unresolved, added, err := d.repair(fdp)
 	if err != nil {
 		return nil, nil, err
 	}
-	renameMapEntries(fdp)
-	restoreProto3Optional(fdp)
+	renamed := renameMapEntries(fdp)
+	optional := restoreProto3Optional(fdp)
 	fail := func(fe *fileError) (protoreflect.FileDescriptor, *fileError, error) {
 		d.failed[path] = fe
 		return nil, fe, nil
@@ -332,6 +339,19 @@ func (d *describer) build(path string, depth int) (protoreflect.FileDescriptor, 
 	}
 	if err != nil {
 		return fail(&fileError{Reason: fmt.Sprintf("the backend's descriptor of %s is invalid", path), Err: err})
+	}
+	for _, r := range []struct {
+		what  string
+		items []string
+	}{
+		{"imports what it does not list", added},
+		{"no longer imports what the backend does not serve", missing},
+		{"map entries renamed", renamed},
+		{"proto3 optional again", optional},
+	} {
+		if len(r.items) > 0 {
+			d.repairs = append(d.repairs, fmt.Sprintf("%s: %s: %s", path, r.what, strings.Join(r.items, ", ")))
+		}
 	}
 	return fd, nil, nil
 }
@@ -375,8 +395,9 @@ func (d *describer) keepAvailableDeps(fdp *descriptorpb.FileDescriptorProto) ([]
 // repair makes every type name fdp uses full, resolved as protodesc
 // would once the dependencies are there, adding a dependency on the file
 // declaring each type it refers to but neither declares nor imports; it
-// returns the references no one declares, as written.
-func (d *describer) repair(fdp *descriptorpb.FileDescriptorProto) ([]string, error) {
+// returns the references no one declares, as written, and the
+// dependencies added.
+func (d *describer) repair(fdp *descriptorpb.FileDescriptorProto) (unresolved, added []string, err error) {
 	local := declarations(fdp)
 	visible := make(map[string]bool)
 	for _, dep := range fdp.GetDependency() {
@@ -397,7 +418,6 @@ func (d *describer) repair(fdp *descriptorpb.FileDescriptorProto) ([]string, err
 		}
 		return "", false
 	}
-	var unresolved []string
 	for _, ref := range references(fdp) {
 		name := ref.name()
 		cands := candidates(ref.scope, name)
@@ -410,7 +430,7 @@ func (d *describer) repair(fdp *descriptorpb.FileDescriptorProto) ([]string, err
 		}
 		full, path, err := d.definer(cands)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if path == "" || path == fdp.GetName() {
 			if !slices.Contains(unresolved, strings.TrimPrefix(name, ".")) {
@@ -420,9 +440,10 @@ func (d *describer) repair(fdp *descriptorpb.FileDescriptorProto) ([]string, err
 		}
 		ref.set("." + string(full))
 		fdp.Dependency = append(fdp.Dependency, path)
+		added = append(added, path)
 		d.addVisible(visible, path, 0)
 	}
-	return unresolved, nil
+	return unresolved, added, nil
 }
 
 // addVisible marks path and the files it imports publicly, transitively,

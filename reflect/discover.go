@@ -83,6 +83,7 @@ func describe(ctx context.Context, d *describer, names []string) (*Registry, err
 		return nil, err
 	}
 	reg.skipped = skipped
+	reg.repairs = d.repairs
 	return reg, nil
 }
 

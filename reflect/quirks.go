@@ -66,6 +66,7 @@ func wellKnownOf(fdp *descriptorpb.FileDescriptorProto) (own []string, rest *des
 	if len(own) == 0 {
 		return nil, fdp
 	}
+	slices.Sort(own)
 	if len(messages) == 0 && len(enums) == 0 && len(fdp.GetExtension()) == 0 && len(fdp.GetService()) == 0 {
 		return own, nil
 	}
@@ -99,10 +100,12 @@ func mapEntryName(name string) string {
 // follow. An entry is renamed only when it looks like one (nested in the
 // message of the one repeated field using it, declaring nothing) and its
 // new name is free; what is left is protodesc's to judge. Names and
-// numbers of fields do not change, nor does the wire format.
-func renameMapEntries(fdp *descriptorpb.FileDescriptorProto) {
+// numbers of fields do not change, nor does the wire format. It returns
+// the renamings, "old → new".
+func renameMapEntries(fdp *descriptorpb.FileDescriptorProto) []string {
 	taken := allNames(fdp)
 	renames := make(map[string]string) // full names, with a leading dot
+	var done []string
 	var message func(scope protoreflect.FullName, m *descriptorpb.DescriptorProto)
 	message = func(scope protoreflect.FullName, m *descriptorpb.DescriptorProto) {
 		name := join(scope, m.GetName())
@@ -127,6 +130,7 @@ func renameMapEntries(fdp *descriptorpb.FileDescriptorProto) {
 			n.Name = proto.String(want)
 			taken[renamed] = true
 			renames["."+string(old)] = "." + string(renamed)
+			done = append(done, string(old)+" → "+want)
 		}
 		for _, n := range m.GetNestedType() {
 			message(name, n)
@@ -136,13 +140,14 @@ func renameMapEntries(fdp *descriptorpb.FileDescriptorProto) {
 		message(protoreflect.FullName(fdp.GetPackage()), m)
 	}
 	if len(renames) == 0 {
-		return
+		return nil
 	}
 	for _, ref := range references(fdp) {
 		if to, ok := renames[ref.name()]; ok {
 			ref.set(to)
 		}
 	}
+	return done
 }
 
 // allNames returns every full name fdp declares: messages, enums and
@@ -197,19 +202,23 @@ func allNames(fdp *descriptorpb.FileDescriptorProto) map[protoreflect.FullName]b
 // optional alone in a oneof named "_" + its name, that oneof and every
 // later one being such, is what protoc makes of `optional` (a synthetic
 // oneof, after the real ones). The field keeps its presence either way;
-// the flag tells it from a real oneof, in descriptors and documents.
-func restoreProto3Optional(fdp *descriptorpb.FileDescriptorProto) {
+// the flag tells it from a real oneof, in descriptors and documents. It
+// returns the full names of the fields flagged.
+func restoreProto3Optional(fdp *descriptorpb.FileDescriptorProto) []string {
 	if fdp.GetSyntax() != "proto3" {
-		return
+		return nil
 	}
-	var message func(m *descriptorpb.DescriptorProto)
-	message = func(m *descriptorpb.DescriptorProto) {
+	var done []string
+	var message func(scope protoreflect.FullName, m *descriptorpb.DescriptorProto)
+	message = func(scope protoreflect.FullName, m *descriptorpb.DescriptorProto) {
+		name := join(scope, m.GetName())
 		members := make([][]*descriptorpb.FieldDescriptorProto, len(m.GetOneofDecl()))
 		for _, f := range m.GetField() {
 			if f.OneofIndex != nil && f.GetOneofIndex() >= 0 && int(f.GetOneofIndex()) < len(members) {
 				members[f.GetOneofIndex()] = append(members[f.GetOneofIndex()], f)
 			}
 		}
+		var flagged []string
 		for i := len(members) - 1; i >= 0; i-- {
 			fields := members[i]
 			if len(fields) != 1 {
@@ -223,14 +232,18 @@ func restoreProto3Optional(fdp *descriptorpb.FileDescriptorProto) {
 				break
 			}
 			f.Proto3Optional = proto.Bool(true)
+			flagged = append(flagged, string(join(name, f.GetName())))
 		}
+		slices.Reverse(flagged) // from the last oneof up: in declaration order
+		done = append(done, flagged...)
 		for _, n := range m.GetNestedType() {
-			message(n)
+			message(name, n)
 		}
 	}
 	for _, m := range fdp.GetMessageType() {
-		message(m)
+		message(protoreflect.FullName(fdp.GetPackage()), m)
 	}
+	return done
 }
 
 // oversized says how fdp exceeds the bounds the repair keeps to (a full

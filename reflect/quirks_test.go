@@ -1,10 +1,12 @@
 package reflect
 
 import (
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -165,6 +167,26 @@ func TestDiscoverNodeQuirks(t *testing.T) {
 				t.Errorf("Echo is declared in %s, want %s", got, wantPath)
 			}
 
+			// What was repaired is said.
+			repairs := strings.Join(reg.Repairs(), "\n")
+			t.Logf("repairs:\n%s", repairs)
+			var said []string
+			if tt.quirks&nodereflect.MapEntryNames != 0 {
+				said = append(said, ": map entries renamed: test.v1.AllTypes.M_string_int64 → MStringInt64Entry, "+
+					"test.v1.AllTypes.M_int32_message → MInt32MessageEntry, test.v1.AllTypes.M_bool_string → MBoolStringEntry")
+			}
+			if tt.quirks&nodereflect.DropOptional != 0 {
+				said = append(said, ": proto3 optional again: test.v1.AllTypes.opt_int32")
+			}
+			if tt.quirks&nodereflect.MergePackages != 0 {
+				said = append(said, "google_protobuf.proto: the bridge's google/protobuf/any.proto, google/protobuf/duration.proto, ")
+			}
+			for _, w := range append(said, ": imports what it does not list: google/protobuf/") {
+				if !strings.Contains(repairs, w) {
+					t.Errorf("repairs lack %q", w)
+				}
+			}
+
 			// Discovery is deterministic.
 			again, err := Discover(t.Context(), conn)
 			if err != nil {
@@ -191,4 +213,43 @@ func filesText(files *protoregistry.Files) string {
 		b.WriteString(protojson.Format(protodesc.ToFileDescriptorProto(fd)))
 	}
 	return b.String()
+}
+
+// TestWatcherLogsRepairs: a Watcher says what discovery repaired in a
+// backend's files, at Info the first time and at Debug when a refresh
+// repairs the same, and /readyz's status has nothing skipped.
+func TestWatcherLogsRepairs(t *testing.T) {
+	logger, records := newSignalLogger(1000)
+	w := NewWatcher([]Source{{Name: "node", Conn: quirkyBackend(t, nodereflect.Node104, nodereflect.V1)}},
+		WatchOptions{Retry: RetryOptions{Logger: logger}})
+	installed, _ := runWatcher(t, w)
+	next(t, installed)
+	w.Refresh()
+	next(t, installed)
+	var levels []slog.Level
+	for len(levels) < 2 {
+		var r slog.Record
+		select {
+		case r = <-records:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("got repair records at %v, want two", levels)
+		}
+		if !strings.Contains(r.Message, "repaired") {
+			continue
+		}
+		levels = append(levels, r.Level)
+		v, _ := recordAttr(r, "repairs")
+		repairs, _ := v.Any().([]string)
+		if b, _ := recordAttr(r, "backend"); b.String() != "node" || !slices.ContainsFunc(repairs, func(s string) bool {
+			return strings.HasPrefix(s, "test_v1.proto: map entries renamed: test.v1.AllTypes.M_string_int64 → MStringInt64Entry")
+		}) {
+			t.Errorf("record %q: backend %v, repairs %q", r.Message, b, repairs)
+		}
+	}
+	if !slices.Equal(levels, []slog.Level{slog.LevelInfo, slog.LevelDebug}) {
+		t.Errorf("repair records at %v, want Info then Debug", levels)
+	}
+	if st := w.Status().Backends[0]; st.State != StateReady || st.Services != 3 || len(st.Skipped) != 0 {
+		t.Errorf("status %+v, want ready with 3 services, none skipped", st)
+	}
 }
