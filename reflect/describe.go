@@ -31,29 +31,60 @@ import (
 // of, used when the backend does not serve them.
 const wellKnownPrefix = "google/protobuf/"
 
-// Bounds against a backend answering without end.
+// Bounds against a backend answering without end, or with descriptors
+// made to make the repair slow: resolving a type name tries every
+// enclosing scope, so names are bounded in length and scopes in depth.
 const (
-	maxFiles       = 10000 // files taken from one backend's answers
-	maxImportDepth = 1024  // length of a chain of imports
+	maxFiles       = 10000  // files taken from one backend's answers
+	maxImportDepth = 1024   // length of a chain of imports
+	maxQuestions   = 100000 // requests to one backend in one discovery
+	maxNameLength  = 1024   // bytes of a full name or a type name
+	maxScopeDepth  = 32     // components of a full name (package and nesting)
 )
 
 // describer turns the FileDescriptorProtos a backend's reflection gives
-// into file descriptors, repairing what servers get wrong: a file that
-// uses a type of another file without listing that file among its
-// dependencies (as @grpc/reflection 1.0.4 serves every file) gets the
-// dependency added, the file being one the backend gave or gives when
-// asked for the type, or the bridge's own copy of a well-known type's
-// file. A dependency no one has is dropped, in case nothing of it is
-// used. A file that still does not build is a *fileError, and so is every
-// file needing it.
+// into file descriptors, repairing what servers get wrong, as
+// @grpc/reflection 1.0.4 for Node does (grpc-node issue 3034):
+//
+//   - the bridge's own copies of the well-known types replace the
+//     backend's (wellKnownOf): the same messages on the wire, and
+//     described as protoc does, where 1.0.4's google.protobuf.Struct
+//     does not build;
+//   - a file that uses a type of another file without listing that file
+//     among its dependencies gets the dependency added, the file being
+//     one the backend gave or gives when asked for the type, or the
+//     bridge's own copy of a well-known type's file; a dependency no one
+//     has is dropped, in case nothing of it is used;
+//   - every type name a file uses is made full, resolved as protobuf
+//     does (relative names from the innermost scope outwards);
+//   - map entries named otherwise than protobuf derives from their field
+//     get that name (renameMapEntries), and a field alone in a oneof
+//     named after it, as protoc makes of proto3 optional, gets its
+//     proto3_optional flag back (restoreProto3Optional): neither changes
+//     a field's number or type, so the wire format is the backend's.
+//
+// A file that still does not build is a *fileError, and so is every file
+// needing it. The repair depends only on the backend's answers, in the
+// order they come; it keeps to the bounds below (a file beyond them is a
+// *fileError) and never trusts an index or a name of the backend's.
 type describer struct {
-	c       *reflectionClient
+	c       fileSource
 	pool    map[string]*descriptorpb.FileDescriptorProto // every file given, by path
 	symbols map[protoreflect.FullName][]string           // the paths of the pool's files declaring each name
-	asked   map[string]bool                              // symbols ("s:") and files ("f:") asked for already
+	asked   map[string]bool                              // symbols ("s:") and files ("f:") asked for already, well-known types replaced ("w:")
+	askedN  int                                          // requests made, up to maxQuestions
 	files   *protoregistry.Files                         // the files built
 	failed  map[string]*fileError
-	open    map[string]bool // files being built, for cycles
+	open    []string // the files being built, each importing the next, for cycles
+	repairs []string // what was repaired, a sentence each, in order
+}
+
+// fileSource is the reflection client's part describer uses; tests and
+// fuzzing give it answers of their own. Both methods return the
+// serialized files of the answer, or an *answerError.
+type fileSource interface {
+	fileContainingSymbol(name string) ([][]byte, error)
+	fileByFilename(path string) ([][]byte, error)
 }
 
 // fileError says why a file cannot be described: Reason is a sentence for
@@ -63,7 +94,7 @@ type fileError struct {
 	Err    error
 }
 
-func newDescriber(c *reflectionClient) *describer {
+func newDescriber(c fileSource) *describer {
 	return &describer{
 		c:       c,
 		pool:    make(map[string]*descriptorpb.FileDescriptorProto),
@@ -71,19 +102,34 @@ func newDescriber(c *reflectionClient) *describer {
 		asked:   make(map[string]bool),
 		files:   new(protoregistry.Files),
 		failed:  make(map[string]*fileError),
-		open:    make(map[string]bool),
 	}
 }
 
-// add puts the files of an answer into the pool; a path already there
-// keeps its first file.
+// add puts the files of an answer into the pool, the bridge's copies of
+// the well-known types standing for the backend's (wellKnownOf); a path
+// already there keeps its first file.
 func (d *describer) add(answer [][]byte) error {
 	for _, b := range answer {
 		fdp := new(descriptorpb.FileDescriptorProto)
 		if err := proto.Unmarshal(b, fdp); err != nil {
 			return fmt.Errorf("the backend sent a file descriptor that does not decode: %w", err)
 		}
-		if err := d.put(fdp); err != nil {
+		own, rest := wellKnownOf(fdp)
+		for _, path := range own {
+			if _, err := d.wellKnown(path); err != nil {
+				return err
+			}
+		}
+		if path := fdp.GetName(); len(own) > 0 && !slices.Contains(own, path) && !d.asked["w:"+path] {
+			// (a file at a well-known path is the bridge's: not worth saying)
+			d.asked["w:"+path] = true
+			d.repairs = append(d.repairs, fmt.Sprintf("%s: the bridge's %s stand for the well-known types it declares",
+				path, strings.Join(own, ", ")))
+		}
+		if rest == nil {
+			continue
+		}
+		if err := d.put(rest); err != nil {
 			return err
 		}
 	}
@@ -99,6 +145,19 @@ func (d *describer) put(fdp *descriptorpb.FileDescriptorProto) error {
 		return fmt.Errorf("the backend describes more than %d files", maxFiles)
 	}
 	d.pool[path] = fdp
+	if why := oversized(fdp); why != "" {
+		// Not indexed but for its services, whose skip gives the reason.
+		d.failed[path] = &fileError{Reason: fmt.Sprintf("the backend's descriptor of %s is beyond the bridge's bounds: %s", path, why), Err: errors.New(why)}
+		if pkg := fdp.GetPackage(); len(pkg) <= maxNameLength {
+			for _, sd := range fdp.GetService() {
+				if len(sd.GetName()) <= maxNameLength {
+					name := join(protoreflect.FullName(pkg), sd.GetName())
+					d.symbols[name] = append(d.symbols[name], path)
+				}
+			}
+		}
+		return nil
+	}
 	for name := range declarations(fdp) {
 		d.symbols[name] = append(d.symbols[name], path)
 	}
@@ -113,8 +172,20 @@ func (d *describer) askSymbol(name string) error {
 		return nil
 	}
 	d.asked["s:"+name] = true
+	if err := d.count(); err != nil {
+		return err
+	}
 	answer, err := d.c.fileContainingSymbol(name)
 	return d.took(answer, err)
+}
+
+// count counts a request to the backend, an error past maxQuestions.
+func (d *describer) count() error {
+	if d.askedN >= maxQuestions {
+		return fmt.Errorf("describing the backend's services takes more than %d reflection requests", maxQuestions)
+	}
+	d.askedN++
+	return nil
 }
 
 // askFile is askSymbol for a file's path.
@@ -123,6 +194,9 @@ func (d *describer) askFile(path string) error {
 		return nil
 	}
 	d.asked["f:"+path] = true
+	if err := d.count(); err != nil {
+		return err
+	}
 	answer, err := d.c.fileByFilename(path)
 	return d.took(answer, err)
 }
@@ -150,52 +224,49 @@ func (d *describer) wellKnown(path string) (bool, error) {
 	return true, d.put(protodesc.ToFileDescriptorProto(fd))
 }
 
-// file returns the pool's file at path, asking the backend for it, then
-// taking the bridge's copy of a well-known type's file; nil when no one
+// file returns the pool's file at path, taking the bridge's copy of a
+// well-known type's file, else asking the backend for it; nil when no one
 // has it.
 func (d *describer) file(path string) (*descriptorpb.FileDescriptorProto, error) {
 	if fdp, ok := d.pool[path]; ok {
 		return fdp, nil
 	}
-	if err := d.askFile(path); err != nil {
-		return nil, err
+	if ok, err := d.wellKnown(path); err != nil || ok {
+		return d.pool[path], err // the bridge's copy stands for the backend's anyway
 	}
-	if _, err := d.wellKnown(path); err != nil {
+	if err := d.askFile(path); err != nil {
 		return nil, err
 	}
 	return d.pool[path], nil
 }
 
-// definer returns the path of a file declaring one of names, tried in
-// order: the pool's files, then the backend's answer for each, then the
-// bridge's well-known types; "" when no one declares any.
-func (d *describer) definer(names []protoreflect.FullName) (string, error) {
+// definer returns the first of names someone declares and the path of a
+// file declaring it, tried in order: the pool's files or the bridge's
+// well-known types, then the backend's answer for each; "" when no one
+// declares any.
+func (d *describer) definer(names []protoreflect.FullName) (protoreflect.FullName, string, error) {
 	for _, n := range names {
 		if paths := d.symbols[n]; len(paths) > 0 {
-			return paths[0], nil
+			return n, paths[0], nil
+		}
+		if path := wellKnownPath(n); path != "" {
+			if _, err := d.wellKnown(path); err != nil {
+				return "", "", err
+			}
+			if paths := d.symbols[n]; len(paths) > 0 {
+				return n, paths[0], nil
+			}
 		}
 	}
 	for _, n := range names {
 		if err := d.askSymbol(string(n)); err != nil {
-			return "", err
+			return "", "", err
 		}
 		if paths := d.symbols[n]; len(paths) > 0 {
-			return paths[0], nil
+			return n, paths[0], nil
 		}
 	}
-	for _, n := range names {
-		desc, err := protoregistry.GlobalFiles.FindDescriptorByName(n)
-		if err != nil {
-			continue
-		}
-		path := desc.ParentFile().Path()
-		if ok, err := d.wellKnown(path); err != nil {
-			return "", err
-		} else if ok {
-			return path, nil
-		}
-	}
-	return "", nil
+	return "", "", nil
 }
 
 // serviceFile returns the path of the file declaring service, asking the
@@ -223,23 +294,26 @@ func (d *describer) build(path string, depth int) (protoreflect.FileDescriptor, 
 	if fe := d.failed[path]; fe != nil {
 		return nil, fe, nil
 	}
-	if d.open[path] {
-		return nil, &fileError{Reason: fmt.Sprintf("%s imports itself", path), Err: errors.New("import cycle")}, nil
+	if i := slices.Index(d.open, path); i >= 0 {
+		cycle := strings.Join(append(slices.Clone(d.open[i:]), path), " → ")
+		return nil, &fileError{Reason: fmt.Sprintf("%s imports itself (%s)", path, cycle), Err: fmt.Errorf("import cycle %s", cycle)}, nil
 	}
 	if depth > maxImportDepth {
 		return nil, &fileError{Reason: fmt.Sprintf("%s has more than %d levels of imports", path, maxImportDepth), Err: errors.New("imports too deep")}, nil
 	}
-	d.open[path] = true
-	defer delete(d.open, path)
+	d.open = append(d.open, path)
+	defer func() { d.open = d.open[:len(d.open)-1] }()
 	fdp := proto.CloneOf(d.pool[path])
 	missing, err := d.keepAvailableDeps(fdp)
 	if err != nil {
 		return nil, nil, err
 	}
-	unresolved, err := d.repair(fdp)
+	unresolved, added, err := d.repair(fdp)
 	if err != nil {
 		return nil, nil, err
 	}
+	renamed := renameMapEntries(fdp)
+	optional := restoreProto3Optional(fdp)
 	fail := func(fe *fileError) (protoreflect.FileDescriptor, *fileError, error) {
 		d.failed[path] = fe
 		return nil, fe, nil
@@ -265,6 +339,19 @@ func (d *describer) build(path string, depth int) (protoreflect.FileDescriptor, 
 	}
 	if err != nil {
 		return fail(&fileError{Reason: fmt.Sprintf("the backend's descriptor of %s is invalid", path), Err: err})
+	}
+	for _, r := range []struct {
+		what  string
+		items []string
+	}{
+		{"imports what it does not list", added},
+		{"no longer imports what the backend does not serve", missing},
+		{"map entries renamed", renamed},
+		{"proto3 optional again", optional},
+	} {
+		if len(r.items) > 0 {
+			d.repairs = append(d.repairs, fmt.Sprintf("%s: %s: %s", path, r.what, strings.Join(r.items, ", ")))
+		}
 	}
 	return fd, nil, nil
 }
@@ -305,48 +392,58 @@ func (d *describer) keepAvailableDeps(fdp *descriptorpb.FileDescriptorProto) ([]
 	return missing, nil
 }
 
-// repair adds to fdp a dependency on the file declaring each type it
-// refers to but neither declares nor imports, and returns the references
-// no one declares, as written.
-func (d *describer) repair(fdp *descriptorpb.FileDescriptorProto) ([]string, error) {
+// repair makes every type name fdp uses full, resolved as protodesc
+// would once the dependencies are there, adding a dependency on the file
+// declaring each type it refers to but neither declares nor imports; it
+// returns the references no one declares, as written, and the
+// dependencies added.
+func (d *describer) repair(fdp *descriptorpb.FileDescriptorProto) (unresolved, added []string, err error) {
 	local := declarations(fdp)
 	visible := make(map[string]bool)
 	for _, dep := range fdp.GetDependency() {
 		d.addVisible(visible, dep, 0)
 	}
-	resolves := func(cands []protoreflect.FullName) bool {
+	// resolve mirrors protodesc: in each scope from the innermost, the
+	// file's own declarations, then those of the files it imports.
+	resolve := func(cands []protoreflect.FullName) (protoreflect.FullName, bool) {
 		for _, c := range cands {
 			if local[c] {
-				return true
+				return c, true
 			}
 			for _, p := range d.symbols[c] {
 				if visible[p] {
-					return true
+					return c, true
 				}
 			}
 		}
-		return false
+		return "", false
 	}
-	var unresolved []string
 	for _, ref := range references(fdp) {
-		cands := candidates(ref.scope, ref.name)
-		if len(cands) == 0 || resolves(cands) {
+		name := ref.name()
+		cands := candidates(ref.scope, name)
+		if len(cands) == 0 {
 			continue // an empty or malformed name is protodesc's to refuse
 		}
-		path, err := d.definer(cands)
+		if full, ok := resolve(cands); ok {
+			ref.set("." + string(full))
+			continue
+		}
+		full, path, err := d.definer(cands)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if path == "" || path == fdp.GetName() {
-			if !slices.Contains(unresolved, strings.TrimPrefix(ref.name, ".")) {
-				unresolved = append(unresolved, strings.TrimPrefix(ref.name, "."))
+			if !slices.Contains(unresolved, strings.TrimPrefix(name, ".")) {
+				unresolved = append(unresolved, strings.TrimPrefix(name, "."))
 			}
 			continue
 		}
+		ref.set("." + string(full))
 		fdp.Dependency = append(fdp.Dependency, path)
+		added = append(added, path)
 		d.addVisible(visible, path, 0)
 	}
-	return unresolved, nil
+	return unresolved, added, nil
 }
 
 // addVisible marks path and the files it imports publicly, transitively,
@@ -365,11 +462,20 @@ func (d *describer) addVisible(visible map[string]bool, path string, depth int) 
 	}
 }
 
-// reference is a type name a file uses and the scope it is resolved in.
+// reference is a type name a file uses, where it is (to rewrite it) and
+// the scope it is resolved in.
 type reference struct {
 	scope protoreflect.FullName
-	name  string
+	at    **string
 }
+
+func (r reference) name() string {
+	if *r.at == nil {
+		return ""
+	}
+	return **r.at
+}
+func (r reference) set(s string) { *r.at = proto.String(s) }
 
 // references lists the type names fdp uses: field types, extendees and
 // method input and output types.
@@ -378,10 +484,10 @@ func references(fdp *descriptorpb.FileDescriptorProto) []reference {
 	pkg := protoreflect.FullName(fdp.GetPackage())
 	field := func(scope protoreflect.FullName, f *descriptorpb.FieldDescriptorProto) {
 		if f.GetTypeName() != "" {
-			refs = append(refs, reference{scope, f.GetTypeName()})
+			refs = append(refs, reference{scope, &f.TypeName})
 		}
 		if f.GetExtendee() != "" {
-			refs = append(refs, reference{scope, f.GetExtendee()})
+			refs = append(refs, reference{scope, &f.Extendee})
 		}
 	}
 	var message func(scope protoreflect.FullName, m *descriptorpb.DescriptorProto)
@@ -406,7 +512,12 @@ func references(fdp *descriptorpb.FileDescriptorProto) []reference {
 	for _, s := range fdp.GetService() {
 		name := join(pkg, s.GetName())
 		for _, m := range s.GetMethod() {
-			refs = append(refs, reference{name, m.GetInputType()}, reference{name, m.GetOutputType()})
+			if m.GetInputType() != "" {
+				refs = append(refs, reference{name, &m.InputType})
+			}
+			if m.GetOutputType() != "" {
+				refs = append(refs, reference{name, &m.OutputType})
+			}
 		}
 	}
 	return refs

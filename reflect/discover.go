@@ -21,13 +21,16 @@ var ErrReflectionUnsupported = errors.New("reflect: backend has no reflection se
 // services it lists, except grpc.reflection.*. Every file they need, with all
 // its transitive imports, goes into a private protoregistry.Files.
 //
-// Files are repaired as they are built: a file using a type it does not
-// import (@grpc/reflection 1.0.4 serves every file without its
-// dependency list) gets the file declaring that type as a dependency: one
-// the backend gave, one it gives when asked for the type, or the bridge's
-// own copy of a google/protobuf file. A service that still cannot be
-// described is left out and listed by Registry.Skipped; the others are
-// served. Both reflection versions go through the same repair.
+// Files are repaired as they are built, for what @grpc/reflection 1.0.4
+// (Node) serves: the bridge's own well-known types stand for the
+// backend's; a file using a type it does not import gets the file
+// declaring that type as a dependency (one the backend gave, one it gives
+// when asked for the type, or the bridge's own copy of a google/protobuf
+// file); type names are made full; map entries get the names protobuf
+// derives from their field and proto3 optional fields their flag, which
+// change nothing on the wire. A service that still cannot be described is
+// left out and listed by Registry.Skipped; the others are served. Both
+// reflection versions go through the same repair.
 //
 // A backend without reflection gives an error wrapping
 // ErrReflectionUnsupported. Other failures (the stream breaks, the backend
@@ -41,8 +44,12 @@ func Discover(ctx context.Context, conn grpc.ClientConnInterface) (*Registry, er
 		return nil, err
 	}
 	defer client.close()
+	return describe(ctx, newDescriber(client), names)
+}
 
-	d := newDescriber(client)
+// describe builds the registry of the services names with d, leaving out
+// (as skipped) those it cannot describe.
+func describe(ctx context.Context, d *describer, names []string) (*Registry, error) {
 	listed := make(map[protoreflect.FullName]bool, len(names))
 	var skipped []SkippedService
 	for _, name := range names {
@@ -76,6 +83,7 @@ func Discover(ctx context.Context, conn grpc.ClientConnInterface) (*Registry, er
 		return nil, err
 	}
 	reg.skipped = skipped
+	reg.repairs = d.repairs
 	return reg, nil
 }
 

@@ -97,6 +97,9 @@ func TestDiscover(t *testing.T) {
 			if got := serviceNames(reg); !slices.Equal(got, wantServices) {
 				t.Errorf("Services() = %q, want %q", got, wantServices)
 			}
+			if got := reg.Repairs(); len(got) != 0 {
+				t.Errorf("Repairs() = %q for grpc-go's reflection, want none", got)
+			}
 			for _, name := range wantMethods {
 				md, ok := reg.Method(name)
 				if !ok || string(md.FullName()) != name {

@@ -37,6 +37,7 @@ func (r *Registry) Filter(include, exclude []string) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
+	out.repairs = r.repairs
 	for _, sk := range r.skipped {
 		if (len(include) == 0 || matchAny(include, sk.Name)) && !matchAny(exclude, sk.Name) {
 			out.skipped = append(out.skipped, sk)

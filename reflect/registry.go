@@ -24,11 +24,18 @@ type Registry struct {
 	methods  []protoreflect.MethodDescriptor
 	byName   map[string]protoreflect.MethodDescriptor
 	skipped  []SkippedService // services discovery had to leave out
+	repairs  []string         // what discovery repaired in the backend's files
 }
 
 // Skipped lists the services the backend lists but discovery left out
 // because it could not get or use their descriptors.
 func (r *Registry) Skipped() []SkippedService { return r.skipped }
+
+// Repairs lists what discovery repaired in the files the backend gave
+// (see docs/backends.md), a sentence each, such as
+// "test_v1.proto: map entries renamed: test.v1.AllTypes.M_string_int64 → MStringInt64Entry";
+// nothing for a backend whose files build as they are.
+func (r *Registry) Repairs() []string { return r.repairs }
 
 // NewRegistry builds a registry of every service declared in files except
 // grpc.reflection.*. files must not be changed afterwards.

@@ -86,6 +86,7 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	regs     []*Registry // the last good registry of each source, nil until discovered
+	repairs  [][]string  // of each source's last good registry, to log changes only
 	status   []BackendStatus
 	mergeErr string
 	current  *Catalog
@@ -100,6 +101,7 @@ func NewWatcher(sources []Source, opts WatchOptions) *Watcher {
 		log:     opts.Retry.Logger,
 		wake:    make(chan struct{}, 1),
 		regs:    make([]*Registry, len(sources)),
+		repairs: make([][]string, len(sources)),
 		status:  make([]BackendStatus, len(sources)),
 	}
 	for i, s := range sources {
@@ -243,7 +245,17 @@ func (w *Watcher) discover(ctx context.Context, i int) error {
 	}
 	w.mu.Lock()
 	before := w.status[i].Skipped // only this goroutine discovers source i
+	repairedBefore := w.repairs[i]
 	w.mu.Unlock()
+	if repairs := reg.Repairs(); len(repairs) > 0 {
+		// At Info when they change, as Skipped.
+		level := slog.LevelInfo
+		if slices.Equal(repairs, repairedBefore) {
+			level = slog.LevelDebug
+		}
+		w.log.Log(ctx, level, "reflect: the backend's descriptors were repaired to describe its services",
+			"backend", s.Name, "repairs", repairs)
+	}
 	var skipped []SkippedStatus
 	for _, sk := range reg.Skipped() {
 		st := SkippedStatus{Service: sk.Name, Reason: sk.Reason}
@@ -260,6 +272,7 @@ func (w *Watcher) discover(ctx context.Context, i int) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.regs[i] = reg
+	w.repairs[i] = reg.Repairs()
 	w.status[i] = BackendStatus{Name: s.Name, State: StateReady, Services: len(reg.services),
 		Methods: len(reg.methods), LastRefresh: time.Now(), Skipped: skipped}
 	return nil

@@ -91,11 +91,17 @@ func suite(t *testing.T, k kind) {
 		t.Run("protoset", func(t *testing.T) {
 			for _, p := range paths {
 				t.Run(p.name, func(t *testing.T) {
-					be := startBackend(t, k, backendOptions{noReflection: true})
+					be := be // a server with reflection is fine: the bridge does not ask it
+					if k.reflectionOff {
+						be = startBackend(t, k, backendOptions{noReflection: true})
+					}
 					testEcho(t, startBridge(t, be, bridgeConfig{direct: p.direct, protoset: true}))
 				})
 			}
 		})
+	}
+	if k.name == nodeKind.name {
+		t.Run("reflection-quirks", func(t *testing.T) { testNodeQuirks(t, be) })
 	}
 	perPath("echo", testEcho)
 	perPath("status", testStatus)

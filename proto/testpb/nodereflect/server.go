@@ -1,8 +1,10 @@
 // Package nodereflect is a gRPC server reflection service answering as
 // @grpc/reflection 1.0.4 (Node) does: every FileDescriptorProto it serves
-// has an empty dependency list, whatever the file imports, so a response
-// never carries the files a file needs. The tests of discovery use it to
-// check that the bridge repairs such files.
+// has an empty dependency list, whatever the file imports. New serves
+// files so and nothing else, each answer carrying the file asked for
+// alone; NewNode also mangles them as 1.0.4 does (see Quirk) and, as it
+// does, answers with the file and every file it refers to. The tests of
+// discovery use it to check that the bridge repairs such files.
 package nodereflect
 
 import (
@@ -27,8 +29,9 @@ const (
 // Server answers reflection requests from a fixed set of files. It is safe
 // for concurrent use.
 type Server struct {
-	files    map[string][]byte // serialized, dependencies stripped, by path
-	symbols  map[string]string // full name of every declaration → path
+	files    map[string][]byte   // serialized, dependencies stripped, by path
+	symbols  map[string]string   // full name of every declaration → path
+	refers   map[string][]string // path → the paths of the files it refers to, transitively (NewNode)
 	services []string
 
 	mu      sync.Mutex
@@ -67,6 +70,49 @@ func New(files ...*descriptorpb.FileDescriptorProto) *Server {
 		}
 	}
 	slices.Sort(s.services)
+	return s
+}
+
+// NewNode serves files as @grpc/reflection 1.0.4 does: Mangle(q, files),
+// each answer carrying the file asked for and then every file it refers
+// to, transitively (as the files' own dependency lists say, before they
+// are stripped).
+func NewNode(q Quirk, files ...*descriptorpb.FileDescriptorProto) *Server {
+	s := New(Mangle(q, files...)...)
+	served := func(f *descriptorpb.FileDescriptorProto) string {
+		if q&MergePackages != 0 {
+			return packagePath(f.GetPackage())
+		}
+		return f.GetName()
+	}
+	byPath := make(map[string]*descriptorpb.FileDescriptorProto)
+	for _, f := range files {
+		byPath[f.GetName()] = f
+	}
+	direct := make(map[string][]string)
+	for _, f := range files {
+		from := served(f)
+		for _, dep := range f.GetDependency() {
+			if d, ok := byPath[dep]; ok && served(d) != from && !slices.Contains(direct[from], served(d)) {
+				direct[from] = append(direct[from], served(d))
+			}
+		}
+	}
+	s.refers = make(map[string][]string)
+	for from := range direct {
+		seen := map[string]bool{from: true}
+		queue := slices.Clone(direct[from])
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			s.refers[from] = append(s.refers[from], p)
+			queue = append(queue, direct[p]...)
+		}
+	}
 	return s
 }
 
@@ -154,16 +200,21 @@ func (s *Server) serve(stream grpc.ServerStream) error {
 	}
 }
 
-// file answers resp with the file at path alone, as its dependency list
-// is empty, or NOT_FOUND.
+// file answers resp with the file at path, as its dependency list is
+// empty alone (New) or with the files it refers to (NewNode), or
+// NOT_FOUND.
 func (s *Server) file(resp *reflectionv1.ServerReflectionResponse, path string) {
 	b, ok := s.files[path]
 	if !ok {
 		resp.MessageResponse = notFound()
 		return
 	}
+	answer := [][]byte{b}
+	for _, p := range s.refers[path] {
+		answer = append(answer, s.files[p])
+	}
 	resp.MessageResponse = &reflectionv1.ServerReflectionResponse_FileDescriptorResponse{
-		FileDescriptorResponse: &reflectionv1.FileDescriptorResponse{FileDescriptorProto: [][]byte{b}},
+		FileDescriptorResponse: &reflectionv1.FileDescriptorResponse{FileDescriptorProto: answer},
 	}
 }
 
