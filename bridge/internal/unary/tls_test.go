@@ -24,6 +24,18 @@ import (
 // selfSigned makes a certificate for localhost and 127.0.0.1, and a pool
 // that trusts it.
 func selfSigned(t testing.TB) (*x509.CertPool, tls.Certificate) {
+	return issueCert(t, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+}
+
+// certFor makes a certificate for the DNS names alone, and a pool that
+// trusts it.
+func certFor(t testing.TB, names ...string) (*x509.CertPool, tls.Certificate) {
+	return issueCert(t, names, nil)
+}
+
+// issueCert makes a self-signed certificate for names (the first is its
+// common name) and ips, and a pool that trusts it.
+func issueCert(t testing.TB, names []string, ips []net.IP) (*x509.CertPool, tls.Certificate) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -31,15 +43,15 @@ func selfSigned(t testing.TB) (*x509.CertPool, tls.Certificate) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: "localhost"},
+		Subject:               pkix.Name{CommonName: names[0]},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              names,
+		IPAddresses:           ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
