@@ -112,7 +112,8 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	in := bufPool.Get().(*bytes.Buffer)
 	defer putBuf(in)
 	in.Reset()
-	if !s.readBody(w, r, x, in) {
+	rc := http.NewResponseController(w) // the request's read and write deadlines
+	if !s.readBody(w, r, x, rc, in) {
 		return
 	}
 	ctx, capture, err := s.requestContext(r, in.Bytes())
@@ -137,7 +138,6 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	defer putBuf(out)
 	out.Reset()
 	reply := s.Handle(ctx, in.Bytes(), out.AvailableBuffer())
-	rc := http.NewResponseController(w)
 	s.startReply(rc)
 	defer s.endReply(rc, r)
 	if x.limited != nil {
@@ -159,12 +159,11 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 
 // readBody reads the body of r into in, within BodyTimeout and the limits
 // on bodies being read at once, or answers r itself and returns false.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, in *bytes.Buffer) bool {
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, rc *http.ResponseController, in *bytes.Buffer) bool {
 	key := clientKey(r, x)
 	if !s.startReading(w, r, x, key) {
 		return false
 	}
-	rc := http.NewResponseController(w)
 	limit, setting := s.opts.BodyTimeout, "body_timeout"
 	if hs, _ := r.Context().Value(http.ServerContextKey).(*http.Server); hs != nil && hs.ReadTimeout > 0 && hs.ReadTimeout <= limit {
 		limit, setting = hs.ReadTimeout, "read_timeout" // the server's deadline comes first: keep it
