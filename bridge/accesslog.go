@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -25,7 +26,7 @@ func (s *Server) observing() bool { return s.opts.Metrics != nil || s.opts.Acces
 
 // observe records one finished call: its metrics and its access log line.
 // h is the method's handle, nil when the name matched none.
-func (s *Server) observe(ctx context.Context, r *request, h *handle, code mapping.Code, began time.Time) {
+func (s *Server) observe(ctx context.Context, r *wire.Request, h *handle, code mapping.Code, began time.Time) {
 	d := time.Since(began)
 	if s.opts.Metrics != nil {
 		s.opts.Metrics.callsInFlight.Dec()
@@ -34,7 +35,7 @@ func (s *Server) observe(ctx context.Context, r *request, h *handle, code mappin
 	if s.opts.AccessLog == nil || !s.opts.AccessLog.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	name := string(r.method)
+	name := string(r.Method)
 	if len(name) > maxLoggedName {
 		name = name[:maxLoggedName]
 	}
@@ -51,7 +52,7 @@ func (s *Server) observe(ctx context.Context, r *request, h *handle, code mappin
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 		slog.String("identity", who),
 		slog.String("request_id", rid),
-		slog.Bool("notification", r.notification()),
+		slog.Bool("notification", r.Notification()),
 	)
 }
 
@@ -64,13 +65,13 @@ func (s *Server) startCall() time.Time {
 }
 
 // stats picks the metrics of the call r.
-func stats(m *Metrics, r *request, h *handle) *methodStats {
+func stats(m *Metrics, r *wire.Request, h *handle) *methodStats {
 	switch {
 	case h != nil && h.guard.stats != nil:
 		return h.guard.stats
-	case r.invalid != nil:
+	case r.Invalid != nil:
 		return m.invalid
-	case string(r.method) == discoverMethod:
+	case string(r.Method) == discoverMethod:
 		return m.discover
 	}
 	return m.unknown
@@ -110,10 +111,10 @@ func (s *Server) refused(ctx context.Context, x *exchange, reason, detail string
 
 // replyCode reads the JSON-RPC code of a reply the bridge wrote for the
 // request r: 0 for a result or no reply.
-func replyCode(reply []byte, r *request) mapping.Code {
-	id := r.id
-	if r.invalid != nil || id == nil {
-		id = nullID
+func replyCode(reply []byte, r *wire.Request) mapping.Code {
+	id := r.ID
+	if r.Invalid != nil || id == nil {
+		id = wire.NullID
 	}
 	const head, errHead = `{"jsonrpc":"2.0","id":`, `,"error":{"code":`
 	i := len(head) + len(id)

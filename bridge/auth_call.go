@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -22,13 +23,13 @@ type outcome struct {
 // call runs one request and appends its reply; a notification appends
 // nothing. Around run it enforces MaxResponseBytes and records the call's
 // metrics and access log line.
-func (s *Server) call(ctx context.Context, t *table, r *request, dst []byte) []byte {
+func (s *Server) call(ctx context.Context, t *table, r *wire.Request, dst []byte) []byte {
 	return s.callWithin(ctx, t, r, dst, nil)
 }
 
 // callWithin is call for a member of a batch, whose replies share budget
 // (nil for a single call).
-func (s *Server) callWithin(ctx context.Context, t *table, r *request, dst []byte, budget *atomic.Int64) []byte {
+func (s *Server) callWithin(ctx context.Context, t *table, r *wire.Request, dst []byte, budget *atomic.Int64) []byte {
 	observing := s.observing()
 	var began time.Time
 	if observing {
@@ -43,7 +44,7 @@ func (s *Server) callWithin(ctx context.Context, t *table, r *request, dst []byt
 // settle enforces MaxResponseBytes on the reply of r appended to out at
 // start and records the call; o.code is the code of a notification, which
 // has no reply to read it from.
-func (s *Server) settle(ctx context.Context, out []byte, start int, r *request, o outcome, budget *atomic.Int64, began time.Time) []byte {
+func (s *Server) settle(ctx context.Context, out []byte, start int, r *wire.Request, o outcome, budget *atomic.Int64, began time.Time) []byte {
 	if len(out) > start {
 		o.code = replyCode(out[start:], r)
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -71,10 +72,10 @@ var errPermissionDenied = mapping.StatusError(
 // methods use the answer prepared per table; other names are matched
 // against the patterns, so a refusal tells nothing about whether the
 // method exists.
-func (s *Server) authorize(ctx context.Context, t *table, r *request) (*handle, *mapping.Error) {
+func (s *Server) authorize(ctx context.Context, t *table, r *wire.Request) (*handle, *mapping.Error) {
 	var h *handle
 	if t != nil {
-		h = t.methods[string(r.method)]
+		h = t.methods[string(r.Method)]
 	}
 	id, ok := s.caller(ctx)
 	switch {
@@ -84,9 +85,9 @@ func (s *Server) authorize(ctx context.Context, t *table, r *request) (*handle, 
 		return h, nil
 	case h != nil && h.guard.allow[id.index]:
 		return h, nil
-	case h == nil && id.allows(string(r.method)):
+	case h == nil && id.allows(string(r.Method)):
 		return h, nil
-	case h == nil && isControlMethod(r.method):
+	case h == nil && wire.IsStreamMethod(r.Method):
 		// rpc.stream.send, close and cancel act only on streams of the
 		// caller's own connection, each authorised when it was opened.
 		return h, nil
@@ -135,7 +136,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchang
 	}
 	e := mapping.StatusError(status.New(codes.Unauthenticated, authMessages[fail]), nil)
 	s.refused(r.Context(), x, "unauthenticated", authReasons[fail])
-	writeJSON(w, http.StatusUnauthorized, appendError(nil, nullID, e))
+	writeJSON(w, http.StatusUnauthorized, wire.AppendError(nil, wire.NullID, e))
 }
 
 // requestID returns v when it is a usable request id (1 to 128 visible

@@ -3,38 +3,19 @@ package bridge
 import (
 	"context"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
 	lean "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/internal/unary"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
 
 // batch runs the members of the batch array b concurrently, at most
 // BatchParallelism at a time, and appends the array of their replies in
 // member order. When every member is a notification it appends nothing.
-func (s *Server) batch(ctx context.Context, t *table, b, dst []byte) []byte {
-	members := splitArray(b)
-	switch {
-	case len(members) == 0:
-		return appendError(dst, nullID, invalidRequest("empty batch"))
-	case len(members) > s.opts.MaxBatchSize:
-		return appendError(dst, nullID, invalidRequest("a batch of "+strconv.Itoa(len(members))+
-			" requests is larger than max_batch_size ("+strconv.Itoa(s.opts.MaxBatchSize)+"); none of it ran"))
-	}
-	if out, ok := s.admit(ctx, dst, len(members)); !ok {
-		return out
-	}
-	s.opts.Metrics.batch(len(members))
+func (s *Server) batch(ctx context.Context, t *table, reqs []wire.Request, dst []byte) []byte {
+	s.opts.Metrics.batch(len(reqs))
 	budget := s.newBudget()
-	reqs := make([]request, len(members))
-	for i, m := range members {
-		if m[0] == '{' {
-			reqs[i] = parseRequest(m)
-		} else {
-			reqs[i] = request{invalid: invalidRequest("a batch member must be a request object")}
-		}
-	}
 	replies := make([][]byte, len(reqs))
 	rest := s.batchDirect(ctx, t, reqs, replies, budget)
 	var next atomic.Int64
@@ -81,7 +62,7 @@ func (s *Server) batch(ctx context.Context, t *table, b, dst []byte) []byte {
 // path (DirectConn) in Groups of at most BatchParallelism calls, whose
 // frames leave together and whose waiter wakes once, and puts their
 // replies in replies. It returns the indexes of the other members.
-func (s *Server) batchDirect(ctx context.Context, t *table, reqs []request, replies [][]byte, budget *atomic.Int64) []int {
+func (s *Server) batchDirect(ctx context.Context, t *table, reqs []wire.Request, replies [][]byte, budget *atomic.Int64) []int {
 	if t == nil || !t.direct {
 		rest := make([]int, len(reqs))
 		for i := range rest {
@@ -119,23 +100,4 @@ func (s *Server) batchDirect(ctx context.Context, t *table, reqs []request, repl
 	}
 	finish()
 	return rest
-}
-
-// splitArray returns the members of the JSON array b, which scanValue has
-// accepted.
-func splitArray(b []byte) [][]byte {
-	var members [][]byte
-	i := skipSpace(b, 1)
-	if b[i] == ']' {
-		return nil
-	}
-	for {
-		end := skipValue(b, i)
-		members = append(members, b[i:end])
-		i = skipSpace(b, end)
-		if b[i] == ']' {
-			return members
-		}
-		i = skipSpace(b, i+1)
-	}
 }

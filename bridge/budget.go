@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -91,7 +92,7 @@ func (r *reservation) release() {
 // RESOURCE_EXHAUSTED instead of its reply, in a buffer of its own. A
 // reply refused as its response arrived (o.overBudget) is that error
 // already. It returns the reply and its JSON-RPC code.
-func (s *Server) capReply(dst []byte, start int, r *request, o outcome, budget *atomic.Int64) ([]byte, mapping.Code) {
+func (s *Server) capReply(dst []byte, start int, r *wire.Request, o outcome, budget *atomic.Int64) ([]byte, mapping.Code) {
 	n := int64(len(dst) - start)
 	switch {
 	case o.overBudget:
@@ -120,5 +121,5 @@ func (s *Server) capReply(dst []byte, start int, r *request, o outcome, budget *
 		}
 	}
 	e := s.overBudget(budget)
-	return appendError(dst[:start], r.id, e), e.Code
+	return wire.AppendError(dst[:start], r.ID, e), e.Code
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	lean "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/internal/unary"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -164,10 +165,10 @@ func outgoingMD(ctx context.Context) metadata.MD {
 
 // newCall is a pooled call of h carrying r's params and the metadata md,
 // or the params' error.
-func newCall(h *handle, r *request, md metadata.MD) (*lean.Call, *mapping.Error) {
+func newCall(h *handle, r *wire.Request, md metadata.MD) (*lean.Call, *mapping.Error) {
 	call := getCall()
 	var e *mapping.Error
-	if call.Request, e = h.codec.AppendRequest(call.Request[:0], r.params); e != nil {
+	if call.Request, e = h.codec.AppendRequest(call.Request[:0], r.Params); e != nil {
 		putCall(call)
 		return nil, e
 	}
@@ -177,7 +178,7 @@ func newCall(h *handle, r *request, md metadata.MD) (*lean.Call, *mapping.Error)
 
 // invokeDirect makes the call of r through h's direct path; its response
 // takes its length of budget as soon as its prefix arrives (see invoke).
-func (s *Server) invokeDirect(ctx context.Context, t *table, h *handle, r *request, budget *atomic.Int64) (answer, *mapping.Error) {
+func (s *Server) invokeDirect(ctx context.Context, t *table, h *handle, r *wire.Request, budget *atomic.Int64) (answer, *mapping.Error) {
 	call, e := newCall(h, r, outgoingMD(ctx))
 	if e != nil {
 		return answer{}, e
@@ -230,7 +231,7 @@ func giveBack(call *lean.Call) {
 // startedCall is a batch member started on a direct path, to be finished
 // once its Group has been waited for.
 type startedCall struct {
-	r     *request
+	r     *wire.Request
 	h     *handle
 	call  *lean.Call
 	began time.Time
@@ -239,11 +240,11 @@ type startedCall struct {
 // startDirect starts r in g when it is a unary call whose method has a
 // direct path, the caller may call it and its params transcode; it
 // returns false for any other request, which then runs the ordinary way.
-func (s *Server) startDirect(ctx context.Context, t *table, r *request, md metadata.MD, budget *atomic.Int64, g *lean.Group, sc *startedCall) bool {
-	if r.invalid != nil || t == nil {
+func (s *Server) startDirect(ctx context.Context, t *table, r *wire.Request, md metadata.MD, budget *atomic.Int64, g *lean.Group, sc *startedCall) bool {
+	if r.Invalid != nil || t == nil {
 		return false
 	}
-	h := t.methods[string(r.method)]
+	h := t.methods[string(r.Method)]
 	if h == nil || h.direct == nil || h.kind != unary {
 		return false
 	}
@@ -274,8 +275,8 @@ func (s *Server) finishDirect(ctx, callCtx context.Context, t *table, sc *starte
 		if p := recover(); p != nil {
 			s.log.Error("panic while handling a call", "method", h.name, "panic", p, "stack", string(debug.Stack()))
 			out = nil
-			if !r.notification() {
-				out = appendError(out, r.id, errInternal)
+			if !r.Notification() {
+				out = wire.AppendError(out, r.ID, wire.Internal)
 			}
 		}
 	}()

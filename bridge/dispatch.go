@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"errors"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -10,87 +9,62 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
-)
-
-var (
-	errInternal = &mapping.Error{Code: mapping.CodeInternalError, Message: msgInternalError}
-	// errNotDiscovered answers calls that arrive before discovery succeeded.
-	errNotDiscovered = &mapping.Error{
-		Code:    mapping.Code(codes.Unavailable),
-		Message: "the backend's services are not discovered yet; retry later",
-		Data:    []byte(`{"status":"UNAVAILABLE","details":[]}`),
-	}
 )
 
 // handle parses body and runs what it asks for.
 func (s *Server) handle(ctx context.Context, t *table, body, dst []byte) []byte {
-	b := body
-	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
-		b = b[3:] // a UTF-8 byte order mark, which RFC 8259 lets parsers ignore
+	var msg wire.Message
+	if e := wire.Parse(body, s.opts.MaxBatchSize, &msg); e != nil {
+		return wire.AppendError(dst, wire.NullID, e)
 	}
-	b = b[skipSpace(b, 0):]
-	end, err := scanValue(b, 0, 0)
-	if err == nil && skipSpace(b, end) != len(b) {
-		err = errTrailing
+	if out, ok := s.admit(ctx, dst, msg.Len()); !ok {
+		return out
 	}
-	if err != nil {
-		if len(b) == 0 {
-			err = errors.New("empty body")
-		}
-		return appendError(dst, nullID, &mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": " + err.Error()})
+	if !msg.Batch {
+		return s.call(ctx, t, &msg.Single, dst)
 	}
-	b = b[:end]
-	switch b[0] {
-	case '{':
-		if out, ok := s.admit(ctx, dst, 1); !ok {
-			return out
-		}
-		r := parseRequest(b)
-		return s.call(ctx, t, &r, dst)
-	case '[':
-		return s.batch(ctx, t, b, dst)
-	}
-	return appendError(dst, nullID, invalidRequest("a request must be an object, or a batch an array of them"))
+	return s.batch(ctx, t, msg.Members, dst)
 }
 
 // run runs one request for call and appends its reply; a notification
 // appends nothing. Its response takes its share of budget (nil for a
 // single call) as it arrives, recorded in o. A panic anywhere below
 // becomes -32603 and a log line.
-func (s *Server) run(ctx context.Context, t *table, r *request, dst []byte, budget *atomic.Int64, o *outcome) (out []byte) {
+func (s *Server) run(ctx context.Context, t *table, r *wire.Request, dst []byte, budget *atomic.Int64, o *outcome) (out []byte) {
 	start := len(dst)
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("panic while handling a call", "method", string(r.method), "panic", p, "stack", string(debug.Stack()))
+			s.log.Error("panic while handling a call", "method", string(r.Method), "panic", p, "stack", string(debug.Stack()))
 			out = dst[:start]
-			if !r.notification() {
-				out = appendError(out, r.id, errInternal)
+			if !r.Notification() {
+				out = wire.AppendError(out, r.ID, wire.Internal)
 			}
 		}
 	}()
-	if r.invalid != nil {
-		return appendError(dst, nullID, r.invalid)
+	if r.Invalid != nil {
+		return wire.AppendError(dst, wire.NullID, r.Invalid)
 	}
-	if string(r.method) == discoverMethod {
-		if r.notification() {
+	if string(r.Method) == discoverMethod {
+		if r.Notification() {
 			return dst
 		}
 		id, ok := s.caller(ctx)
 		if !ok {
-			return appendError(dst, r.id, errPermissionDenied)
+			return wire.AppendError(dst, r.ID, errPermissionDenied)
 		}
 		return s.discover(t.forIdentity(id), r, dst)
 	}
 	var e *mapping.Error
 	if o.h, e = s.authorize(ctx, t, r); e != nil {
 		o.code = e.Code
-		if r.notification() {
+		if r.Notification() {
 			return dst
 		}
-		return appendError(dst, r.id, e)
+		return wire.AppendError(dst, r.ID, e)
 	}
-	if isStreamCall(t, r.method) {
+	if isStreamCall(t, r.Method) {
 		return s.callStream(ctx, t, r, dst, budget, o)
 	}
 	h, resp, e := s.invoke(ctx, t, r, budget)
@@ -107,19 +81,19 @@ func (s *Server) run(ctx context.Context, t *table, r *request, dst []byte, budg
 
 // appendReply appends the reply of the call r of method h that ended with
 // the response wire or the error e; a notification appends nothing.
-func (s *Server) appendReply(dst []byte, r *request, h *handle, wire []byte, e *mapping.Error) []byte {
+func (s *Server) appendReply(dst []byte, r *wire.Request, h *handle, resp []byte, e *mapping.Error) []byte {
 	switch {
-	case r.notification():
+	case r.Notification():
 		return dst
 	case e != nil:
-		return appendError(dst, r.id, e)
+		return wire.AppendError(dst, r.ID, e)
 	}
 	start := len(dst)
-	dst = appendResultHead(dst, r.id)
-	dst, err := h.codec.AppendResultWire(dst, wire)
+	dst = wire.AppendResultHead(dst, r.ID)
+	dst, err := h.codec.AppendResultWire(dst, resp)
 	if err != nil {
 		s.log.Error("cannot encode a result", "method", h.name, "error", err)
-		return appendError(dst[:start], r.id, errInternal)
+		return wire.AppendError(dst[:start], r.ID, wire.Internal)
 	}
 	return append(dst, '}')
 }
@@ -128,13 +102,13 @@ func (s *Server) appendReply(dst []byte, r *request, h *handle, wire []byte, e *
 // pooled answer, which the caller releases, and take their size of budget
 // (see reservation) as soon as it is known; a response that does not fit
 // is errOverBudget, and a failed call gives back what it took.
-func (s *Server) invoke(ctx context.Context, t *table, r *request, budget *atomic.Int64) (*handle, answer, *mapping.Error) {
+func (s *Server) invoke(ctx context.Context, t *table, r *wire.Request, budget *atomic.Int64) (*handle, answer, *mapping.Error) {
 	if t == nil {
-		return nil, answer{}, errNotDiscovered
+		return nil, answer{}, wire.NotDiscovered
 	}
-	h, ok := t.methods[string(r.method)]
+	h, ok := t.methods[string(r.Method)]
 	if !ok {
-		return nil, answer{}, methodNotFound(t, r.method)
+		return nil, answer{}, methodNotFound(t, r.Method)
 	}
 	if h.direct != nil {
 		a, e := s.invokeDirect(ctx, t, h, r, budget)
@@ -143,7 +117,7 @@ func (s *Server) invoke(ctx context.Context, t *table, r *request, budget *atomi
 	req := getFrame()
 	defer putFrame(req)
 	var e *mapping.Error
-	if req.b, e = h.codec.AppendRequest(req.b, r.params); e != nil {
+	if req.b, e = h.codec.AppendRequest(req.b, r.Params); e != nil {
 		return nil, answer{}, e
 	}
 	resp := getFrame()
@@ -164,8 +138,8 @@ func (s *Server) invoke(ctx context.Context, t *table, r *request, budget *atomi
 }
 
 func methodNotFound(t *table, name []byte) *mapping.Error {
-	e := &mapping.Error{Code: mapping.CodeMethodNotFound, Message: msgMethodNotFound}
-	data := append([]byte(`{"method":`), quote(name)...)
+	e := &mapping.Error{Code: mapping.CodeMethodNotFound, Message: wire.MsgMethodNotFound}
+	data := append([]byte(`{"method":`), wire.Quote(name)...)
 	switch n := string(name); {
 	case strings.HasPrefix(n, reservedPrefix) && t.methods["."+n] != nil:
 		data = append(data, `,"reason":"names beginning with rpc. are reserved by JSON-RPC; this method is served as `...)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -28,7 +29,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			s.log.Error("panic in HTTP handler", "panic", p, "stack", string(debug.Stack()))
-			writeJSON(w, http.StatusOK, appendError(nil, nullID, errInternal))
+			writeJSON(w, http.StatusOK, wire.AppendError(nil, wire.NullID, wire.Internal))
 		}
 	}()
 	if !s.checkOrigin(w, r) { // Host, Origin and CORS: see origin.go
@@ -100,8 +101,8 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		s.refused(r.Context(), x, "method_not_allowed", r.Method)
-		writeJSON(w, http.StatusMethodNotAllowed, appendError(nil, nullID,
-			invalidRequest("JSON-RPC calls are sent with HTTP POST")))
+		writeJSON(w, http.StatusMethodNotAllowed, wire.AppendError(nil, wire.NullID,
+			wire.InvalidRequest("JSON-RPC calls are sent with HTTP POST")))
 		return
 	}
 	x.single = true
@@ -119,7 +120,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	ctx, capture, err := s.requestContext(r, in.Bytes())
 	if err != nil {
 		s.refused(r.Context(), x, "bad_header", err.Error())
-		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID, invalidRequest(err.Error())))
+		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(err.Error())))
 		return
 	}
 	ctx = s.outgoing(ctx, x, r.Header, r.RemoteAddr)
@@ -175,7 +176,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, r
 		s.doneReading(r, key)
 		s.refused(r.Context(), x, "bad_encoding", r.Header.Get("Content-Encoding"))
 		w.Header().Set("Accept-Encoding", "gzip, identity") // RFC 7694
-		writeJSON(w, http.StatusUnsupportedMediaType, appendError(nil, nullID, invalidRequest(
+		writeJSON(w, http.StatusUnsupportedMediaType, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(
 			"the request body's Content-Encoding is not gzip or identity")))
 		return false
 	}
@@ -196,21 +197,21 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, r
 		s.tooLarge(w, r, x)
 	case errors.Is(err, errBadEncoding):
 		s.refused(r.Context(), x, "bad_encoding", "not gzip")
-		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID,
-			&mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": " + errBadEncoding.Error()}))
+		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID,
+			&mapping.Error{Code: mapping.CodeParseError, Message: wire.MsgParseError + ": " + errBadEncoding.Error()}))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		s.refused(r.Context(), x, "body_timeout", "")
 		if r.ProtoMajor == 1 {
 			w.Header().Set("Connection", "close")
 		}
-		writeJSON(w, http.StatusRequestTimeout, appendError(nil, nullID, invalidRequest(
+		writeJSON(w, http.StatusRequestTimeout, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(
 			"the request body did not arrive within "+setting+" ("+limit.String()+")")))
 	default:
 		// The client stopped sending; there is nobody to read a reply.
 		s.log.Debug("cannot read a request body", "error", err)
 		s.refused(r.Context(), x, "unreadable_body", err.Error())
-		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID,
-			&mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": the request body could not be read"}))
+		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID,
+			&mapping.Error{Code: mapping.CodeParseError, Message: wire.MsgParseError + ": the request body could not be read"}))
 	}
 	return false
 }
@@ -238,7 +239,7 @@ func (s *Server) endReply(rc *http.ResponseController, r *http.Request) {
 // by its Content-Length or as it is read.
 func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, x *exchange) {
 	s.refused(r.Context(), x, "body_too_large", "")
-	writeJSON(w, http.StatusRequestEntityTooLarge, appendError(nil, nullID, invalidRequest(
+	writeJSON(w, http.StatusRequestEntityTooLarge, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(
 		"the request body is larger than max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)")))
 }
 

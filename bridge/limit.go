@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -141,7 +142,7 @@ func (s *Server) admit(ctx context.Context, dst []byte, n int) ([]byte, bool) {
 		return dst, false
 	}
 	s.opts.Metrics.refusal(ref.reason)
-	return appendError(dst, nullID, mapping.StatusError(status.New(codes.ResourceExhausted, ref.message), nil)), false
+	return wire.AppendError(dst, wire.NullID, mapping.StatusError(status.New(codes.ResourceExhausted, ref.message), nil)), false
 }
 
 func rateRefusal(lim *rate.Limiter, n int) *refusal {
@@ -160,7 +161,7 @@ func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, x *exchange, re
 	secs := max(1, int64(math.Ceil(ref.retryAfter.Seconds())))
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	s.refused(r.Context(), x, ref.reason, "")
-	writeJSON(w, http.StatusTooManyRequests, appendError(nil, nullID,
+	writeJSON(w, http.StatusTooManyRequests, wire.AppendError(nil, wire.NullID,
 		mapping.StatusError(status.New(codes.ResourceExhausted, ref.message), nil)))
 }
 

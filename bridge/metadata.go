@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -198,14 +199,14 @@ func (s *Server) metadataTooLarge(size int64) (string, *mapping.Error) {
 	reason := "request metadata is " + n + " bytes, over max_metadata_bytes (" + limit + ")"
 	return reason, &mapping.Error{
 		Code:    mapping.CodeInvalidRequest,
-		Message: msgInvalidRequest + ": " + reason,
+		Message: wire.MsgInvalidRequest + ": " + reason,
 		Data:    []byte(`{"setting":"max_metadata_bytes","limit":` + limit + `,"size":` + n + `}`),
 	}
 }
 
 // refuseMetadata answers 431 with e, from metadataTooLarge.
 func refuseMetadata(w http.ResponseWriter, e *mapping.Error) {
-	writeJSON(w, http.StatusRequestHeaderFieldsTooLarge, appendError(nil, nullID, e))
+	writeJSON(w, http.StatusRequestHeaderFieldsTooLarge, wire.AppendError(nil, wire.NullID, e))
 }
 
 // captured holds the backend's response metadata of one call.
@@ -275,9 +276,9 @@ func (s *Server) requestContext(r *http.Request, body []byte) (context.Context, 
 // singleCall reports whether body looks like one request object rather
 // than a batch.
 func singleCall(body []byte) bool {
-	i := skipSpace(body, 0)
+	i := wire.SkipSpace(body, 0)
 	if len(body) >= i+3 && body[i] == 0xEF && body[i+1] == 0xBB && body[i+2] == 0xBF {
-		i = skipSpace(body, i+3)
+		i = wire.SkipSpace(body, i+3)
 	}
 	return i < len(body) && body[i] == '{'
 }

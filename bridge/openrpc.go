@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -51,25 +52,25 @@ func buildDocument(c Catalog, opts Options) []byte {
 }
 
 // discover answers rpc.discover with the document of t.
-func (s *Server) discover(t *table, r *request, dst []byte) []byte {
+func (s *Server) discover(t *table, r *wire.Request, dst []byte) []byte {
 	switch {
 	case t == nil:
-		return appendError(dst, r.id, errNotDiscovered)
-	case len(r.params) > 2 && !isEmptyStructure(r.params):
-		return appendError(dst, r.id, &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": rpc.discover takes no params"})
+		return wire.AppendError(dst, r.ID, wire.NotDiscovered)
+	case len(r.Params) > 2 && !isEmptyStructure(r.Params):
+		return wire.AppendError(dst, r.ID, &mapping.Error{Code: mapping.CodeInvalidParams, Message: wire.MsgInvalidParams + ": rpc.discover takes no params"})
 	}
 	doc := t.document.bytes()
 	if doc == nil {
-		return appendError(dst, r.id, errInternal)
+		return wire.AppendError(dst, r.ID, wire.Internal)
 	}
-	dst = appendResultHead(dst, r.id)
+	dst = wire.AppendResultHead(dst, r.ID)
 	dst = append(dst, doc...)
 	return append(dst, '}')
 }
 
 // isEmptyStructure reports whether b, a JSON object or array, has no members.
 func isEmptyStructure(b []byte) bool {
-	i := skipSpace(b, 1)
+	i := wire.SkipSpace(b, 1)
 	return i < len(b) && (b[i] == '}' || b[i] == ']')
 }
 

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"net/http"
 	"net/textproto"
 	"path"
@@ -272,8 +273,8 @@ func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, reason, wh
 	}
 	msg := what + " " + strconv.Quote(v) + " is not allowed (see " + key + ")"
 	if r.URL.Path == "/" {
-		writeJSON(w, http.StatusForbidden, appendError(nil, nullID, invalidRequest(msg)))
+		writeJSON(w, http.StatusForbidden, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(msg)))
 		return
 	}
-	writeJSON(w, http.StatusForbidden, append(appendString([]byte(`{"error":`), msg), '}'))
+	writeJSON(w, http.StatusForbidden, append(wire.AppendString([]byte(`{"error":`), msg), '}'))
 }

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,6 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	lean "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/internal/unary"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -66,32 +65,10 @@ func (k kind) String() string {
 	return "unary"
 }
 
-// The bridge's own stream methods and notifications. The JSON-RPC
-// specification keeps names beginning with "rpc." for extensions of the
-// protocol, which these are; backend methods never take such names (see
-// MethodName).
-const (
-	streamPrefix  = "rpc.stream."
-	methodMessage = "rpc.stream.message" // bridge -> client: one response message
-	methodEnd     = "rpc.stream.end"     // bridge -> client: the stream ended
-	methodSend    = "rpc.stream.send"    // client -> bridge: one request message
-	methodClose   = "rpc.stream.close"   // client -> bridge: no more request messages
-	methodCancel  = "rpc.stream.cancel"  // client -> bridge: cancel the stream
-)
-
-// errorDomain is the ErrorInfo domain of the bridge's own statuses.
-const errorDomain = "grpc-jsonrpc-bridge"
-
-// isControlMethod reports whether method is one of the bridge's stream
-// methods (rpc.stream.*).
-func isControlMethod(method []byte) bool {
-	return bytes.HasPrefix(method, []byte(streamPrefix))
-}
-
 // isStreamCall reports whether method names a streaming method of t or one
 // of the bridge's stream methods.
 func isStreamCall(t *table, method []byte) bool {
-	if isControlMethod(method) {
+	if wire.IsStreamMethod(method) {
 		return true
 	}
 	if t == nil {
@@ -109,30 +86,30 @@ func isStreamCall(t *table, method []byte) bool {
 //
 // A call answered with one reply takes its share of budget (nil for a
 // single call) as its response messages arrive, recorded in o.
-func (s *Server) callStream(ctx context.Context, t *table, r *request, dst []byte, budget *atomic.Int64, o *outcome) []byte {
+func (s *Server) callStream(ctx context.Context, t *table, r *wire.Request, dst []byte, budget *atomic.Int64, o *outcome) []byte {
 	f := frameFrom(ctx)
-	if isControlMethod(r.method) {
+	if wire.IsStreamMethod(r.Method) {
 		if f == nil {
-			if r.notification() {
+			if r.Notification() {
 				return dst
 			}
-			return appendError(dst, r.id, wsOnly(r.method))
+			return wire.AppendError(dst, r.ID, wsOnly(r.Method))
 		}
 		return f.conn.control(r, dst)
 	}
-	h := t.methods[string(r.method)]
-	if f != nil && !r.notification() && opensStream(h.kind, r.params) {
+	h := t.methods[string(r.Method)]
+	if f != nil && !r.Notification() && opensStream(h.kind, r.Params) {
 		return f.conn.open(f, t, h, r, dst)
 	}
 	start := len(dst)
 	var e *mapping.Error
 	if h.direct != nil && h.kind == serverStream {
-		dst, o.reserved, e = s.collectDirect(ctx, t, h, r, appendResultHead(dst, r.id), budget)
+		dst, o.reserved, e = s.collectDirect(ctx, t, h, r, wire.AppendResultHead(dst, r.ID), budget)
 	} else {
 		var reqs []proto.Message
-		if reqs, e = requestMessages(h, r.params); e == nil {
+		if reqs, e = requestMessages(h, r.Params); e == nil {
 			res := s.reservation(budget)
-			dst, e = s.collect(ctx, t, h, reqs, appendResultHead(dst, r.id), &res)
+			dst, e = s.collect(ctx, t, h, reqs, wire.AppendResultHead(dst, r.ID), &res)
 			o.reserved = res.n
 		}
 	}
@@ -140,13 +117,13 @@ func (s *Server) callStream(ctx context.Context, t *table, r *request, dst []byt
 		o.overBudget, e = true, s.overBudget(budget)
 	}
 	switch {
-	case r.notification():
+	case r.Notification():
 		return dst[:start]
 	case e != nil:
 		if budget != nil && start == 0 {
 			dst = nil // keep nothing of what was collected
 		}
-		return appendError(dst[:start], r.id, e)
+		return wire.AppendError(dst[:start], r.ID, e)
 	}
 	return append(dst, '}')
 }
@@ -169,10 +146,10 @@ func requestMessages(h *handle, params []byte) ([]proto.Message, *mapping.Error)
 		}
 		return []proto.Message{m}, nil
 	}
-	if i := skipSpace(params, 0); i >= len(params) || params[i] != '[' {
+	if i := wire.SkipSpace(params, 0); i >= len(params) || params[i] != '[' {
 		return nil, byPosition(h)
 	}
-	members := splitArray(params[skipSpace(params, 0):])
+	members := wire.SplitArray(params[wire.SkipSpace(params, 0):])
 	msgs := make([]proto.Message, len(members))
 	for i, b := range members {
 		m, e := h.codec.RequestElement(i, b)
@@ -186,15 +163,15 @@ func requestMessages(h *handle, params []byte) ([]proto.Message, *mapping.Error)
 
 func byPosition(h *handle) *mapping.Error {
 	reason := "params of a " + h.kind.String() + " method are by position: an array of its request messages" +
-		" (over WebSocket, leave params out to send them one at a time with " + methodSend + ")"
-	data := append([]byte(`{"reason":`), appendString(nil, reason)...)
-	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+		" (over WebSocket, leave params out to send them one at a time with " + wire.MethodSend + ")"
+	data := append([]byte(`{"reason":`), wire.AppendString(nil, reason)...)
+	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: wire.MsgInvalidParams + ": " + reason, Data: append(data, '}')}
 }
 
 func wsOnly(method []byte) *mapping.Error {
-	data := append([]byte(`{"method":`), quote(method)...)
+	data := append([]byte(`{"method":`), wire.Quote(method)...)
 	data = append(data, `,"reason":"the rpc.stream methods work only on WebSocket connections (GET /ws)"}`...)
-	return &mapping.Error{Code: mapping.CodeMethodNotFound, Message: msgMethodNotFound, Data: data}
+	return &mapping.Error{Code: mapping.CodeMethodNotFound, Message: wire.MsgMethodNotFound, Data: data}
 }
 
 // collect calls h with reqs, reads every response and appends them to dst:
@@ -249,7 +226,7 @@ func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.
 		}
 		if dst, err = h.codec.AppendResult(dst, m); err != nil {
 			s.log.Error("cannot encode a stream message", "method", h.name, "error", err)
-			return dst, errInternal
+			return dst, wire.Internal
 		}
 		if int64(len(dst)-start) > s.opts.MaxStreamBytes {
 			return dst, s.tooManyBytes()
@@ -261,7 +238,7 @@ func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.
 	if !many {
 		if n != 1 {
 			s.log.Error("a client-streaming call ended without one response", "method", h.name, "responses", n)
-			return dst, errInternal
+			return dst, wire.Internal
 		}
 		return dst, nil
 	}
@@ -274,7 +251,7 @@ func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.
 // counted against MaxResponseBytes) as soon as its prefix arrives, before
 // any of it is kept; a message that does not fit resets the stream, and
 // the call is errOverBudget. It returns what the messages took.
-func (s *Server) collectDirect(ctx context.Context, t *table, h *handle, r *request, dst []byte, budget *atomic.Int64) ([]byte, int64, *mapping.Error) {
+func (s *Server) collectDirect(ctx context.Context, t *table, h *handle, r *wire.Request, dst []byte, budget *atomic.Int64) ([]byte, int64, *mapping.Error) {
 	call, e := newCall(h, r, outgoingMD(ctx))
 	if e != nil {
 		return dst, 0, e
@@ -306,7 +283,7 @@ func (s *Server) collectDirect(ctx context.Context, t *table, h *handle, r *requ
 		if dst, err = h.codec.AppendResultWire(dst, m); err != nil {
 			s.log.Error("cannot encode a stream message", "method", h.name, "error", err)
 			giveBack(call)
-			return dst, 0, errInternal
+			return dst, 0, wire.Internal
 		}
 		if int64(len(dst)-start) > s.opts.MaxStreamBytes {
 			giveBack(call)
@@ -330,33 +307,14 @@ func sendAll(cs grpc.ClientStream, msgs []proto.Message) bool {
 
 func (s *Server) tooManyMessages() *mapping.Error {
 	n := strconv.Itoa(s.opts.MaxStreamMessages)
-	return bridgeStatus(codes.ResourceExhausted, "STREAM_TOO_MANY_MESSAGES",
+	return wire.Status(codes.ResourceExhausted, "STREAM_TOO_MANY_MESSAGES",
 		"the stream has more than max_stream_messages ("+n+") messages; call it over WebSocket to receive them all",
 		"limit", "max_stream_messages", "value", n)
 }
 
 func (s *Server) tooManyBytes() *mapping.Error {
 	n := strconv.FormatInt(s.opts.MaxStreamBytes, 10)
-	return bridgeStatus(codes.ResourceExhausted, "STREAM_TOO_LARGE",
+	return wire.Status(codes.ResourceExhausted, "STREAM_TOO_LARGE",
 		"the stream's messages are larger than max_stream_bytes ("+n+" bytes); call it over WebSocket to receive them all",
 		"limit", "max_stream_bytes", "value", n)
-}
-
-// bridgeStatus is an error of the bridge's own that has a gRPC code: it
-// takes the shape of a backend status, with a google.rpc.ErrorInfo detail
-// of domain "grpc-jsonrpc-bridge" naming the reason; meta are key, value
-// pairs of its metadata.
-func bridgeStatus(code codes.Code, reason, msg string, meta ...string) *mapping.Error {
-	info := &errdetails.ErrorInfo{Reason: reason, Domain: errorDomain}
-	if len(meta) > 0 {
-		info.Metadata = make(map[string]string, len(meta)/2)
-		for i := 0; i+1 < len(meta); i += 2 {
-			info.Metadata[meta[i]] = meta[i+1]
-		}
-	}
-	st := status.New(code, msg)
-	if d, err := st.WithDetails(info); err == nil {
-		st = d
-	}
-	return mapping.StatusError(st, nil)
 }

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -19,37 +20,37 @@ type controlParams struct {
 
 // control answers a call of rpc.stream.send, rpc.stream.close or
 // rpc.stream.cancel on c. A notification gets no reply, as always.
-func (c *wsConn) control(r *request, dst []byte) []byte {
-	method := string(r.method)
+func (c *wsConn) control(r *wire.Request, dst []byte) []byte {
+	method := string(r.Method)
 	var reply func(p *controlParams) ([]byte, *mapping.Error)
 	switch method {
-	case methodSend:
+	case wire.MethodSend:
 		reply = c.send
-	case methodClose:
+	case wire.MethodClose:
 		reply = c.closeSend
-	case methodCancel:
+	case wire.MethodCancel:
 		reply = c.cancelStream
 	default:
-		if r.notification() {
+		if r.Notification() {
 			return dst
 		}
-		e := &mapping.Error{Code: mapping.CodeMethodNotFound, Message: msgMethodNotFound}
-		data := append([]byte(`{"method":`), quote(r.method)...)
+		e := &mapping.Error{Code: mapping.CodeMethodNotFound, Message: wire.MsgMethodNotFound}
+		data := append([]byte(`{"method":`), wire.Quote(r.Method)...)
 		e.Data = append(data, `,"reason":"the stream methods a client calls are rpc.stream.send, rpc.stream.close and rpc.stream.cancel"}`...)
-		return appendError(dst, r.id, e)
+		return wire.AppendError(dst, r.ID, e)
 	}
-	p, e := parseControl(r.params, method == methodSend)
+	p, e := parseControl(r.Params, method == wire.MethodSend)
 	var result []byte
 	if e == nil {
 		result, e = reply(p)
 	}
 	switch {
-	case r.notification():
+	case r.Notification():
 		return dst
 	case e != nil:
-		return appendError(dst, r.id, e)
+		return wire.AppendError(dst, r.ID, e)
 	}
-	dst = appendResultHead(dst, r.id)
+	dst = wire.AppendResultHead(dst, r.ID)
 	dst = append(dst, result...)
 	return append(dst, '}')
 }
@@ -59,7 +60,7 @@ func (c *wsConn) control(r *request, dst []byte) []byte {
 func parseControl(params []byte, message bool) (*controlParams, *mapping.Error) {
 	var p controlParams
 	var n int
-	switch i := skipSpace(params, 0); {
+	switch i := wire.SkipSpace(params, 0); {
 	case i < len(params) && params[i] == '{':
 		d := json.NewDecoder(bytes.NewReader(params))
 		d.DisallowUnknownFields()
@@ -100,31 +101,31 @@ func controlInvalid(message bool) *mapping.Error {
 	if message {
 		reason = `params must be {"stream": "<id>", "message": {<request message>}}`
 	}
-	data := append([]byte(`{"reason":`), appendString(nil, reason)...)
-	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+	data := append([]byte(`{"reason":`), wire.AppendString(nil, reason)...)
+	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: wire.MsgInvalidParams + ": " + reason, Data: append(data, '}')}
 }
 
 // noStream answers a stream method naming a stream that is not open on
 // the connection: it never was, or it has ended.
 func noStream(id string) *mapping.Error {
-	reason := "no open stream " + quote([]byte(id)) + " on this connection; it may have ended"
-	data := append([]byte(`{"stream":`), appendString(nil, id)...)
+	reason := "no open stream " + wire.Quote([]byte(id)) + " on this connection; it may have ended"
+	data := append([]byte(`{"stream":`), wire.AppendString(nil, id)...)
 	data = append(data, `,"reason":`...)
-	data = appendString(data, reason)
-	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+	data = wire.AppendString(data, reason)
+	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: wire.MsgInvalidParams + ": " + reason, Data: append(data, '}')}
 }
 
 // takesNone answers rpc.stream.send and rpc.stream.close on a stream that
 // was opened with all its request messages.
 func takesNone(st *stream) *mapping.Error {
-	reason := "stream " + quote([]byte(st.id)) + " was opened with all its request messages and takes no more"
+	reason := "stream " + wire.Quote([]byte(st.id)) + " was opened with all its request messages and takes no more"
 	if st.h.kind == serverStream {
-		reason = "stream " + quote([]byte(st.id)) + " is of a server-streaming method, which takes one request message"
+		reason = "stream " + wire.Quote([]byte(st.id)) + " is of a server-streaming method, which takes one request message"
 	}
-	data := append([]byte(`{"stream":`), appendString(nil, st.id)...)
+	data := append([]byte(`{"stream":`), wire.AppendString(nil, st.id)...)
 	data = append(data, `,"reason":`...)
-	data = appendString(data, reason)
-	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+	data = wire.AppendString(data, reason)
+	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: wire.MsgInvalidParams + ": " + reason, Data: append(data, '}')}
 }
 
 // send queues the message of p on its stream: rpc.stream.send.
@@ -146,7 +147,7 @@ func (c *wsConn) send(p *controlParams) ([]byte, *mapping.Error) {
 	case st.ended:
 		return nil, noStream(p.Stream)
 	case st.closed:
-		return nil, bridgeStatus(codes.FailedPrecondition, "STREAM_HALF_CLOSED",
+		return nil, wire.Status(codes.FailedPrecondition, "STREAM_HALF_CLOSED",
 			"the stream's sending side is closed (rpc.stream.close was called)")
 	}
 	n := int64(len(p.Message))
@@ -172,7 +173,7 @@ func (c *wsConn) sendBufferFull(limit string) *mapping.Error {
 	case "ws_buffer_bytes":
 		value = strconv.FormatInt(c.s.opts.WSBufferBytes, 10)
 	}
-	return bridgeStatus(codes.ResourceExhausted, "SEND_BUFFER_FULL",
+	return wire.Status(codes.ResourceExhausted, "SEND_BUFFER_FULL",
 		"the backend has not taken the stream's earlier messages yet; send this one again after a reply to an earlier send",
 		"limit", limit, "value", value)
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -70,17 +71,17 @@ type wsBuffered struct {
 
 // open starts a stream for the call r of h and appends the reply that
 // carries its id.
-func (c *wsConn) open(f *wsFrame, t *table, h *handle, r *request, dst []byte) []byte {
+func (c *wsConn) open(f *wsFrame, t *table, h *handle, r *wire.Request, dst []byte) []byte {
 	var initial []proto.Message
-	if h.kind == serverStream || r.params != nil {
+	if h.kind == serverStream || r.Params != nil {
 		var e *mapping.Error
-		if initial, e = requestMessages(h, r.params); e != nil {
-			return appendError(dst, r.id, e)
+		if initial, e = requestMessages(h, r.Params); e != nil {
+			return wire.AppendError(dst, r.ID, e)
 		}
 	}
 	id, ok := c.reserve()
 	if !ok {
-		return appendError(dst, r.id, c.tooManyStreams())
+		return wire.AppendError(dst, r.ID, c.tooManyStreams())
 	}
 	ctx, cancel := context.WithCancelCause(c.ctx)
 	ctx, origin := withOrigin(ctx)
@@ -89,7 +90,7 @@ func (c *wsConn) open(f *wsFrame, t *table, h *handle, r *request, dst []byte) [
 		e := c.s.statusError(ctx, h, err, false, t.resolver)
 		cancel(errStreamDone)
 		c.forget(id)
-		return appendError(dst, r.id, e)
+		return wire.AppendError(dst, r.ID, e)
 	}
 	st := &stream{
 		id: id, h: h, t: t, cs: cs, cancel: cancel, origin: origin,
@@ -97,7 +98,7 @@ func (c *wsConn) open(f *wsFrame, t *table, h *handle, r *request, dst []byte) [
 		ready:  make(chan struct{}),
 		closed: true,
 	}
-	if h.kind != serverStream && r.params == nil {
+	if h.kind != serverStream && r.Params == nil {
 		st.sendq = make(chan sent, c.s.opts.StreamBuffer)
 		st.closed = false
 	}
@@ -109,7 +110,7 @@ func (c *wsConn) open(f *wsFrame, t *table, h *handle, r *request, dst []byte) [
 	c.wg.Go(func() { c.recvLoop(ctx, st) })
 	c.wg.Go(func() { c.pump(st) })
 
-	dst = appendResultHead(dst, r.id)
+	dst = wire.AppendResultHead(dst, r.ID)
 	dst = append(dst, `{"stream":"`...)
 	dst = append(dst, id...)
 	return append(dst, `"}}`...)
@@ -145,7 +146,7 @@ func (c *wsConn) lookup(id string) *stream {
 
 func (c *wsConn) tooManyStreams() *mapping.Error {
 	n := strconv.Itoa(c.s.opts.MaxStreamsPerConnection)
-	return bridgeStatus(codes.ResourceExhausted, "TOO_MANY_STREAMS",
+	return wire.Status(codes.ResourceExhausted, "TOO_MANY_STREAMS",
 		"the connection has max_streams_per_connection ("+n+") open streams; wait for one to end",
 		"limit", "max_streams_per_connection", "value", n)
 }
@@ -382,13 +383,13 @@ func (c *wsConn) endError(ctx context.Context, st *stream, err error) *mapping.E
 	}
 	switch cause := context.Cause(ctx); {
 	case errors.Is(err, errPanic), errors.Is(cause, errPanic):
-		return errInternal
+		return wire.Internal
 	case errors.Is(cause, errSlowClient):
 		return c.slowClient(st)
 	case errors.Is(cause, errCancelledByClient):
-		return bridgeStatus(codes.Canceled, "CANCELLED_BY_CLIENT", "the stream was cancelled by the client")
+		return wire.Status(codes.Canceled, "CANCELLED_BY_CLIENT", "the stream was cancelled by the client")
 	case errors.Is(cause, errConnClosed):
-		return bridgeStatus(codes.Canceled, "CONNECTION_CLOSED", "the connection closed") // never delivered
+		return wire.Status(codes.Canceled, "CONNECTION_CLOSED", "the connection closed") // never delivered
 	}
 	return c.s.statusError(ctx, st.h, err, st.origin.remote(status.Convert(err)), st.t.resolver)
 }
@@ -408,7 +409,7 @@ func (c *wsConn) slowClient(st *stream) *mapping.Error {
 	default:
 		limit = "stream_buffer"
 	}
-	return bridgeStatus(codes.ResourceExhausted, "SLOW_CLIENT",
+	return wire.Status(codes.ResourceExhausted, "SLOW_CLIENT",
 		"the client did not read the stream's messages in time; "+what+" waiting for longer than slow_client_timeout ("+
 			o.SlowClientTimeout.String()+")",
 		"limit", limit, "value", value)
@@ -436,7 +437,7 @@ func (c *wsConn) pump(st *stream) {
 
 // appendMessage appends the rpc.stream.message notification of m.
 func appendMessage(dst []byte, id string, codec *mapping.Codec, m proto.Message) ([]byte, error) {
-	dst = append(dst, `{"jsonrpc":"2.0","method":"`+methodMessage+`","params":{"stream":"`...)
+	dst = append(dst, `{"jsonrpc":"2.0","method":"`+wire.MethodMessage+`","params":{"stream":"`...)
 	dst = append(dst, id...) // ids need no escaping
 	dst = append(dst, `","message":`...)
 	dst, err := codec.AppendResult(dst, m)
@@ -446,12 +447,12 @@ func appendMessage(dst []byte, id string, codec *mapping.Codec, m proto.Message)
 // appendEnd appends the rpc.stream.end notification of stream id, with
 // the error e when it failed.
 func appendEnd(dst []byte, id string, e *mapping.Error) []byte {
-	dst = append(dst, `{"jsonrpc":"2.0","method":"`+methodEnd+`","params":{"stream":"`...)
+	dst = append(dst, `{"jsonrpc":"2.0","method":"`+wire.MethodEnd+`","params":{"stream":"`...)
 	dst = append(dst, id...)
 	dst = append(dst, '"')
 	if e != nil {
 		dst = append(dst, `,"error":`...)
-		dst = appendErrorObject(dst, e)
+		dst = wire.AppendErrorObject(dst, e)
 	}
 	return append(dst, "}}"...)
 }

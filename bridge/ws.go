@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -134,7 +135,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.refusedHere(r, "bad_header", err.Error())
-		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID, invalidRequest(err.Error())))
+		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(err.Error())))
 		return
 	}
 	if x := exchangeFrom(ctx); x != nil {
@@ -255,19 +256,19 @@ func (c *wsConn) calls(data []byte) int {
 	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
 		b = b[3:]
 	}
-	b = b[skipSpace(b, 0):]
+	b = b[wire.SkipSpace(b, 0):]
 	if len(b) == 0 || b[0] != '[' {
 		return 1
 	}
-	end, err := scanValue(b, 0, 0)
-	if err != nil || skipSpace(b, end) != len(b) {
+	end, err := wire.ScanValue(b, 0, 0)
+	if err != nil || wire.SkipSpace(b, end) != len(b) {
 		return 1 // answered with one parse error
 	}
 	n := 0
-	for i := skipSpace(b, 1); b[i] != ']'; n++ {
-		i = skipSpace(b, skipValue(b, i))
+	for i := wire.SkipSpace(b, 1); b[i] != ']'; n++ {
+		i = wire.SkipSpace(b, wire.SkipValue(b, i))
 		if b[i] == ',' {
-			i = skipSpace(b, i+1)
+			i = wire.SkipSpace(b, i+1)
 		}
 	}
 	if n < 1 || n > c.s.opts.MaxBatchSize {
@@ -390,30 +391,30 @@ func refuseFrame(data []byte, e *mapping.Error) []byte {
 	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
 		b = b[3:]
 	}
-	b = b[skipSpace(b, 0):]
-	end, err := scanValue(b, 0, 0)
-	if err != nil || skipSpace(b, end) != len(b) || b[0] != '{' && b[0] != '[' {
-		return appendError(nil, nullID, e)
+	b = b[wire.SkipSpace(b, 0):]
+	end, err := wire.ScanValue(b, 0, 0)
+	if err != nil || wire.SkipSpace(b, end) != len(b) || b[0] != '{' && b[0] != '[' {
+		return wire.AppendError(nil, wire.NullID, e)
 	}
 	refuse := func(dst, m []byte) []byte {
 		if m[0] != '{' {
-			return appendError(dst, nullID, e)
+			return wire.AppendError(dst, wire.NullID, e)
 		}
-		r := parseRequest(m)
+		r := wire.ParseRequest(m)
 		switch {
-		case r.invalid != nil:
-			return appendError(dst, nullID, e)
-		case r.notification():
+		case r.Invalid != nil:
+			return wire.AppendError(dst, wire.NullID, e)
+		case r.Notification():
 			return dst
 		}
-		return appendError(dst, r.id, e)
+		return wire.AppendError(dst, r.ID, e)
 	}
 	if b[0] == '{' {
 		return refuse(nil, b[:end])
 	}
-	members := splitArray(b[:end])
+	members := wire.SplitArray(b[:end])
 	if len(members) == 0 {
-		return appendError(nil, nullID, e)
+		return wire.AppendError(nil, wire.NullID, e)
 	}
 	dst := []byte{'['}
 	for _, m := range members {
@@ -443,16 +444,16 @@ func (c *wsConn) reply(f *wsFrame, reply []byte) {
 // isControlFrame reports whether data is a single request for one of the
 // stream methods, which is answered in order, in the reader.
 func isControlFrame(data []byte) bool {
-	b := data[skipSpace(data, 0):]
+	b := data[wire.SkipSpace(data, 0):]
 	if len(b) == 0 || b[0] != '{' {
 		return false
 	}
-	end, err := scanValue(b, 0, 0)
-	if err != nil || skipSpace(b, end) != len(b) {
+	end, err := wire.ScanValue(b, 0, 0)
+	if err != nil || wire.SkipSpace(b, end) != len(b) {
 		return false
 	}
-	r := parseRequest(b[:end])
-	return r.invalid == nil && len(r.method) > len(streamPrefix) && string(r.method[:len(streamPrefix)]) == streamPrefix
+	r := wire.ParseRequest(b[:end])
+	return r.Invalid == nil && len(r.Method) > len(wire.StreamPrefix) && string(r.Method[:len(wire.StreamPrefix)]) == wire.StreamPrefix
 }
 
 // write sends one text frame. A frame that cannot be written within
