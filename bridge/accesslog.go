@@ -1,12 +1,11 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"time"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -20,58 +19,74 @@ const maxLoggedName = 128
 // client's header name or HTTP method, in a log line.
 const maxLoggedDetail = 256
 
-// observing reports whether calls are measured at all: without metrics and
-// an access log, a call does not even read the clock.
-func (s *Server) observing() bool { return s.opts.Metrics != nil || s.opts.AccessLog != nil }
+// observeBinder makes the Guard of each table that records every
+// finished call: its metrics (handles per method, made once per table)
+// and its access log line.
+type observeBinder struct{ s *Server }
 
-// observe records one finished call: its metrics and its access log line.
-// h is the method's handle, nil when the name matched none.
-func (s *Server) observe(ctx context.Context, r *wire.Request, h *handle, code mapping.Code, began time.Time) {
-	d := time.Since(began)
-	if s.opts.Metrics != nil {
-		s.opts.Metrics.callsInFlight.Dec()
-		stats(s.opts.Metrics, r, h).record(code, d)
+type observeGuard struct {
+	s     *Server
+	stats []*methodStats // by method index; nil without metrics
+}
+
+func (b observeBinder) Bind(t *dispatch.Table) dispatch.Guard {
+	g := &observeGuard{s: b.s}
+	if m := b.s.opts.Metrics; m != nil && t != nil {
+		g.stats = make([]*methodStats, len(t.Methods))
+		for _, meth := range t.Methods {
+			g.stats[meth.Index] = m.method(meth.Name)
+		}
 	}
-	if s.opts.AccessLog == nil || !s.opts.AccessLog.Enabled(ctx, slog.LevelInfo) {
+	return g
+}
+
+func (*observeGuard) Timed() bool { return true }
+
+func (g *observeGuard) Begin(*dispatch.Exchange) {
+	if m := g.s.opts.Metrics; m != nil {
+		m.callsInFlight.Inc()
+	}
+}
+
+func (*observeGuard) Allow(*dispatch.Exchange, []byte, *dispatch.Method) *mapping.Error { return nil }
+
+// Done records one finished call: its metrics and its access log line.
+func (g *observeGuard) Done(ctx context.Context, x *dispatch.Exchange, rec dispatch.Record) {
+	d := time.Since(rec.Began)
+	if m := g.s.opts.Metrics; m != nil {
+		m.callsInFlight.Dec()
+		g.statsOf(m, rec).record(rec.Code, d)
+	}
+	log := g.s.opts.AccessLog
+	if log == nil || !log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	name := string(r.Method)
+	name := rec.Name
 	if len(name) > maxLoggedName {
 		name = name[:maxLoggedName]
 	}
-	who, rid := anonymous, ""
-	if x := exchangeFrom(ctx); x != nil {
-		rid = x.requestID
-		if x.id != nil {
-			who = x.id.name
-		}
+	who := anonymous
+	if x.Caller != nil {
+		who = x.Caller.Name()
 	}
-	s.opts.AccessLog.LogAttrs(ctx, slog.LevelInfo, "call",
-		slog.String("method", name),
-		slog.Int("code", int(code)),
+	log.LogAttrs(ctx, slog.LevelInfo, "call",
+		slog.String("method", string(name)),
+		slog.Int("code", int(rec.Code)),
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 		slog.String("identity", who),
-		slog.String("request_id", rid),
-		slog.Bool("notification", r.Notification()),
+		slog.String("request_id", x.RequestID),
+		slog.Bool("notification", rec.Notification),
 	)
 }
 
-// startCall marks the start of a call for observe.
-func (s *Server) startCall() time.Time {
-	if s.opts.Metrics != nil {
-		s.opts.Metrics.callsInFlight.Inc()
-	}
-	return time.Now()
-}
-
-// stats picks the metrics of the call r.
-func stats(m *Metrics, r *wire.Request, h *handle) *methodStats {
+// statsOf picks the metrics of the call rec.
+func (g *observeGuard) statsOf(m *Metrics, rec dispatch.Record) *methodStats {
 	switch {
-	case h != nil && h.guard.stats != nil:
-		return h.guard.stats
-	case r.Invalid != nil:
+	case rec.Method != nil && g.stats != nil:
+		return g.stats[rec.Method.Index]
+	case rec.Invalid:
 		return m.invalid
-	case string(r.Method) == discoverMethod:
+	case string(rec.Name) == "rpc.discover":
 		return m.discover
 	}
 	return m.unknown
@@ -105,29 +120,6 @@ func (s *Server) refused(ctx context.Context, x *exchange, reason, detail string
 		slog.String("reason", reason),
 		slog.String("detail", detail),
 		slog.String("identity", who),
-		slog.String("request_id", x.requestID),
+		slog.String("request_id", x.RequestID),
 	)
-}
-
-// replyCode reads the JSON-RPC code of a reply the bridge wrote for the
-// request r: 0 for a result or no reply.
-func replyCode(reply []byte, r *wire.Request) mapping.Code {
-	id := r.ID
-	if r.Invalid != nil || id == nil {
-		id = wire.NullID
-	}
-	const head, errHead = `{"jsonrpc":"2.0","id":`, `,"error":{"code":`
-	i := len(head) + len(id)
-	if len(reply) < i || !bytes.HasPrefix(reply[i:], []byte(errHead)) {
-		return 0
-	}
-	i += len(errHead)
-	var n, sign mapping.Code = 0, 1
-	if i < len(reply) && reply[i] == '-' {
-		sign, i = -1, i+1
-	}
-	for ; i < len(reply) && reply[i] >= '0' && reply[i] <= '9'; i++ {
-		n = n*10 + mapping.Code(reply[i]-'0')
-	}
-	return sign * n
 }

@@ -19,7 +19,7 @@ type Identity struct {
 	Name string
 	// Tokens are the SHA-256 digests of the bearer tokens or API keys of
 	// this identity, each written "sha256:<64 hex digits>" (see
-	// HashToken). Only digests are kept, never the secrets.
+	// `printf %s TOKEN | sha256sum`). Only digests are kept, never the secrets.
 	Tokens []string
 	// ClientCerts are the verified client certificates (mTLS) that
 	// authenticate as this identity, each "cn:NAME" (subject common name),
@@ -30,13 +30,6 @@ type Identity struct {
 	// "billing.v1.*", "*.Get*", "helloworld.Greeter.SayHello", "*".
 	// Empty means nothing but rpc.discover, which then lists nothing.
 	Allow []string
-}
-
-// HashToken returns the digest of a token in the form Identity.Tokens
-// takes: "sha256:<hex>".
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // ErrAuthConfig is wrapped by every error NewAuth returns.
@@ -246,6 +239,9 @@ func (a *Auth) byCert(c *x509.Certificate) *identity {
 
 // allows reports whether id may call the method named name. A nil
 // identity (authentication off) may call everything.
+// Name is the identity's name: it is a dispatch.Caller.
+func (id *identity) Name() string { return id.name }
+
 func (id *identity) allows(name string) bool {
 	if id == nil || id.all {
 		return true

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	"crypto/rand"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -24,92 +24,33 @@ const RequestIDHeader = "X-Request-Id"
 // caller's identity reaches the backend.
 const DefaultIdentityMetadataKey = "x-bridge-identity"
 
-// exchange is what the front door learned about one HTTP request, for the
-// calls it carries. It lives in the request's context.
+// exchange is what the front door learned about one HTTP request: the
+// Exchange its calls run with, and the identity behind its Caller.
 type exchange struct {
-	id        *identity // nil when authentication is off
-	requestID string
-	// single marks the exchange of one HTTP POST, answered by one
-	// message; a WebSocket connection's exchange serves many.
-	single bool
-	// limited is set, for a single exchange, by the rate limiter when it
-	// refused the message; the reply is then HTTP 429 and nothing ran.
-	limited *refusal
-	// md is the metadata the exchange's calls carry to the backend, as
-	// outgoing put it in their context; the direct path reads it here
-	// rather than copying it out of the context.
-	md metadata.MD
-}
-
-type exchangeKey struct{}
-
-func exchangeFrom(ctx context.Context) *exchange {
-	x, _ := ctx.Value(exchangeKey{}).(*exchange)
-	return x
-}
-
-// caller returns the identity of the calls made under ctx, and whether
-// they may call anything at all: with authentication on, calls that did not
-// come through the front door (no exchange) may call nothing.
-func (s *Server) caller(ctx context.Context) (*identity, bool) {
-	x := exchangeFrom(ctx)
-	if s.opts.Auth == nil {
-		return nil, true
-	}
-	if x == nil || x.id == nil {
-		return nil, false
-	}
-	return x.id, true
+	dispatch.Exchange
+	id *identity // nil when authentication is off
 }
 
 // errPermissionDenied answers a call the caller's patterns do not allow,
 // as a PERMISSION_DENIED status from the backend would be answered.
-var errPermissionDenied = mapping.StatusError(
-	status.New(codes.PermissionDenied, "the caller is not allowed to call this method"), nil)
-
-// authorize returns the handle of the method r names (nil if there is
-// none) and errPermissionDenied unless the caller of ctx may call it. Known
-// methods use the answer prepared per table; other names are matched
-// against the patterns, so a refusal tells nothing about whether the
-// method exists.
-func (s *Server) authorize(ctx context.Context, t *table, r *wire.Request) (*handle, *mapping.Error) {
-	var h *handle
-	if t != nil {
-		h = t.methods[string(r.Method)]
-	}
-	id, ok := s.caller(ctx)
-	switch {
-	case !ok:
-		return h, errPermissionDenied
-	case id == nil:
-		return h, nil
-	case h != nil && h.guard.allow[id.index]:
-		return h, nil
-	case h == nil && id.allows(string(r.Method)):
-		return h, nil
-	case h == nil && wire.IsStreamMethod(r.Method):
-		// rpc.stream.send, close and cancel act only on streams of the
-		// caller's own connection, each authorised when it was opened.
-		return h, nil
-	}
-	return h, errPermissionDenied
-}
+var errPermissionDenied = wire.Refused(codes.PermissionDenied, "the caller is not allowed to call this method")
 
 // front runs the checks every JSON-RPC request passes before its body is
 // read: the request id, which it returns as a header, and authentication,
-// answering 401 itself. It returns r with the exchange in its context.
-func (s *Server) front(w http.ResponseWriter, r *http.Request) (*http.Request, *exchange, bool) {
-	x := &exchange{requestID: requestID(r.Header.Get(RequestIDHeader))}
-	w.Header().Set(RequestIDHeader, x.requestID)
+// answering 401 itself. It returns the request's exchange.
+func (s *Server) front(w http.ResponseWriter, r *http.Request) (*exchange, bool) {
+	x := &exchange{}
+	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
+	w.Header().Set(RequestIDHeader, x.RequestID)
 	if a := s.opts.Auth; a != nil {
 		id, fail := a.authenticate(r)
 		if fail != authOK {
 			s.unauthorized(w, r, x, fail)
-			return nil, nil, false
+			return nil, false
 		}
-		x.id = id
+		x.id, x.Caller = id, id
 	}
-	return r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)), x, true
+	return x, true
 }
 
 var authMessages = [...]string{
@@ -157,13 +98,12 @@ func visibleASCII(v string) bool {
 	return true
 }
 
-// outgoing adds to the outgoing metadata of ctx what the bridge itself
-// tells the backend: the identity (always replacing whatever a client
-// forwarded under that key), the request id, the W3C trace context and the
-// client's address appended to x-forwarded-for, as a proxy does. peer is
-// the request's RemoteAddr.
-func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header, peer string) context.Context {
-	md, _ := metadata.FromOutgoingContext(ctx) // a copy, ours to change
+// outgoing adds to md, the metadata a request forwards, what the bridge
+// itself tells the backend: the identity (always replacing whatever a
+// client forwarded under that key), the request id, the W3C trace context
+// and the client's address appended to x-forwarded-for, as a proxy does.
+// peer is the request's RemoteAddr.
+func (s *Server) outgoing(md metadata.MD, x *exchange, h http.Header, peer string) metadata.MD {
 	if md == nil {
 		md = make(metadata.MD, 2)
 	}
@@ -172,7 +112,7 @@ func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header, peer 
 	if x.id != nil {
 		md[key] = []string{x.id.name}
 	}
-	md["x-request-id"] = []string{x.requestID}
+	md["x-request-id"] = []string{x.RequestID}
 	delete(md, "traceparent")
 	delete(md, "tracestate")
 	if tp := h.Get("Traceparent"); validTraceparent(tp) {
@@ -182,8 +122,7 @@ func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header, peer 
 		}
 	}
 	md[xForwardedFor] = forwardedFor(md[xForwardedFor], peer)
-	x.md = md
-	return metadata.NewOutgoingContext(ctx, md)
+	return md
 }
 
 const xForwardedFor = "x-forwarded-for"

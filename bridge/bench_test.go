@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/echo"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -35,7 +36,7 @@ func newEchoEnv(b testing.TB, direct bool) *env {
 	reflection.Register(gs)
 	go gs.Serve(lis)
 	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), append(bridge.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	conn, err := grpc.NewClient(lis.Addr().String(), append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func BenchmarkUnaryLoopback(b *testing.B) {
 	reflection.Register(gs)
 	go gs.Serve(lis)
 	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), append(bridge.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	conn, err := grpc.NewClient(lis.Addr().String(), append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		b.Fatal(err)
 	}

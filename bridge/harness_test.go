@@ -16,16 +16,20 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/test/bufconn"
 
+	"crypto/sha256"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/rpcops"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
+
+	"encoding/hex"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 )
 
 // env is a bridge in front of a real gRPC backend on loopback TCP, whose
-// unary calls take the direct path (bridge.DirectConn), as in production.
+// unary calls take the direct path (backend.DirectConn), as in production.
 // testClient is the HTTP client of the tests: a transport of its own,
 // because httptest.Server.Close closes the idle connections of
 // http.DefaultTransport, which would break the requests of tests running
@@ -60,7 +64,7 @@ func startBackend(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grp
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	ts := serveBackend(t, lis, opts...)
-	conn, err := grpc.NewClient("passthrough:///bufconn", append(bridge.DialOptions(),
+	conn, err := grpc.NewClient("passthrough:///bufconn", append(backend.DialOptions(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
@@ -80,7 +84,7 @@ func startBackendTCP(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *
 	}
 	ts := serveBackend(t, lis, opts...)
 	addr := lis.Addr().String()
-	conn, err := grpc.NewClient(addr, append(bridge.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	conn, err := grpc.NewClient(addr, append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +94,9 @@ func startBackendTCP(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *
 
 // directConn gives conn, a connection to addr, the bridge's direct path
 // for unary calls.
-func directConn(t testing.TB, conn *grpc.ClientConn, addr string) *bridge.DirectConn {
+func directConn(t testing.TB, conn *grpc.ClientConn, addr string) *backend.DirectConn {
 	t.Helper()
-	d, err := bridge.NewDirectConn(conn, addr, bridge.DirectOptions{})
+	d, err := backend.NewDirectConn(conn, addr, backend.DirectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,4 +259,10 @@ func errCode(t testing.TB, r map[string]any) int64 {
 	}
 	n, _ := eo["code"].(json.Number).Int64()
 	return n
+}
+
+// hashToken is the digest of token in the form Identity.Tokens takes.
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	"hash/maphash"
 	"math"
 	"net/http"
@@ -109,40 +108,29 @@ func (s *Server) leave() {
 	s.opts.Metrics.requestDone()
 }
 
-// admit takes n calls' worth of tokens from the caller's rate limiter and
-// returns dst, true when there are enough. Otherwise nothing of the
-// message runs: over HTTP POST the refusal is kept in the exchange for the
-// transport to answer 429 and dst comes back as it was; over other
-// transports (WebSocket) the reply is a RESOURCE_EXHAUSTED error.
-func (s *Server) admit(ctx context.Context, dst []byte, n int) ([]byte, bool) {
-	x := exchangeFrom(ctx)
-	if x == nil {
-		return dst, true
-	}
+// admit takes n calls' worth of tokens from the rate limiter of the
+// caller of x, or returns the refusal when there are not enough: nothing
+// of the message runs then. HTTP and WebSocket both ask it, after parsing
+// a message and before running it: over HTTP POST the refusal is 429, over
+// WebSocket a RESOURCE_EXHAUSTED error for each call of the frame.
+func (s *Server) admit(x *exchange, n int) *refusal {
 	lim := s.guard.limiter(x)
 	if lim == nil {
-		return dst, true
+		return nil
 	}
 	now := time.Now()
 	res := lim.ReserveN(now, n)
 	if res.OK() && res.DelayFrom(now) == 0 {
-		return dst, true
+		return nil
 	}
-	var ref *refusal
 	if !res.OK() {
-		ref = &refusal{reason: "rate_limit", retryAfter: time.Second,
+		return &refusal{reason: "rate_limit", retryAfter: time.Second,
 			message: "a batch of " + strconv.Itoa(n) + " calls is more than rate_burst (" + strconv.Itoa(lim.Burst()) + ") allows at once"}
-	} else {
-		ref = rateRefusal(lim, n)
-		ref.retryAfter = res.DelayFrom(now)
-		res.CancelAt(now)
 	}
-	if x.single {
-		x.limited = ref
-		return dst, false
-	}
-	s.opts.Metrics.refusal(ref.reason)
-	return wire.AppendError(dst, wire.NullID, mapping.StatusError(status.New(codes.ResourceExhausted, ref.message), nil)), false
+	ref := rateRefusal(lim, n)
+	ref.retryAfter = res.DelayFrom(now)
+	res.CancelAt(now)
+	return ref
 }
 
 func rateRefusal(lim *rate.Limiter, n int) *refusal {

@@ -100,7 +100,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		"host_not_allowed", "origin_not_allowed"} {
 		m.refused.WithLabelValues(reason)
 	}
-	m.invalid, m.unknown, m.discover = m.method(labelInvalid), m.method(labelUnknown), m.method(discoverMethod)
+	m.invalid, m.unknown, m.discover = m.method(labelInvalid), m.method(labelUnknown), m.method("rpc.discover")
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m, nil
 }

@@ -265,8 +265,9 @@ const maxQuoted = 128
 // (what, the header's value v) and counts and logs it under reason; key is
 // the setting that would allow it.
 func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, reason, what, v, key string) {
-	x := &exchange{requestID: requestID(r.Header.Get(RequestIDHeader))}
-	w.Header().Set(RequestIDHeader, x.requestID)
+	x := &exchange{}
+	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
+	w.Header().Set(RequestIDHeader, x.RequestID)
 	s.refused(r.Context(), x, reason, v)
 	if len(v) > maxQuoted {
 		v = v[:maxQuoted]

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
@@ -26,7 +27,7 @@ func oneService(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 	reflection.Register(gs)
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn", append(bridge.DialOptions(),
+	conn, err := grpc.NewClient("passthrough:///bufconn", append(backend.DialOptions(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -19,8 +20,9 @@ type controlParams struct {
 }
 
 // control answers a call of rpc.stream.send, rpc.stream.close or
-// rpc.stream.cancel on c. A notification gets no reply, as always.
-func (c *wsConn) control(r *wire.Request, dst []byte) []byte {
+// rpc.stream.cancel on c, and returns the reply's code. A notification
+// gets no reply, as always.
+func (c *wsConn) control(r *wire.Request, dst []byte) ([]byte, mapping.Code) {
 	method := string(r.Method)
 	var reply func(p *controlParams) ([]byte, *mapping.Error)
 	switch method {
@@ -31,13 +33,11 @@ func (c *wsConn) control(r *wire.Request, dst []byte) []byte {
 	case wire.MethodCancel:
 		reply = c.cancelStream
 	default:
+		e := wire.MethodNotFound(r.Method, "the stream methods a client calls are rpc.stream.send, rpc.stream.close and rpc.stream.cancel")
 		if r.Notification() {
-			return dst
+			return dst, e.Code
 		}
-		e := &mapping.Error{Code: mapping.CodeMethodNotFound, Message: wire.MsgMethodNotFound}
-		data := append([]byte(`{"method":`), wire.Quote(r.Method)...)
-		e.Data = append(data, `,"reason":"the stream methods a client calls are rpc.stream.send, rpc.stream.close and rpc.stream.cancel"}`...)
-		return wire.AppendError(dst, r.ID, e)
+		return wire.AppendError(dst, r.ID, e), e.Code
 	}
 	p, e := parseControl(r.Params, method == wire.MethodSend)
 	var result []byte
@@ -45,14 +45,14 @@ func (c *wsConn) control(r *wire.Request, dst []byte) []byte {
 		result, e = reply(p)
 	}
 	switch {
-	case r.Notification():
-		return dst
+	case e != nil && r.Notification():
+		return dst, e.Code
 	case e != nil:
-		return wire.AppendError(dst, r.ID, e)
+		return wire.AppendError(dst, r.ID, e), e.Code
+	case r.Notification():
+		return dst, 0
 	}
-	dst = wire.AppendResultHead(dst, r.ID)
-	dst = append(dst, result...)
-	return append(dst, '}')
+	return wire.AppendResult(dst, r.ID, result), 0
 }
 
 // parseControl reads the params of a stream method; message tells whether
@@ -97,35 +97,26 @@ func parseControl(params []byte, message bool) (*controlParams, *mapping.Error) 
 }
 
 func controlInvalid(message bool) *mapping.Error {
-	reason := `params must be {"stream": "<id>"}`
 	if message {
-		reason = `params must be {"stream": "<id>", "message": {<request message>}}`
+		return wire.InvalidParams(`params must be {"stream": "<id>", "message": {<request message>}}`)
 	}
-	data := append([]byte(`{"reason":`), wire.AppendString(nil, reason)...)
-	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: wire.MsgInvalidParams + ": " + reason, Data: append(data, '}')}
+	return wire.InvalidParams(`params must be {"stream": "<id>"}`)
 }
 
 // noStream answers a stream method naming a stream that is not open on
 // the connection: it never was, or it has ended.
 func noStream(id string) *mapping.Error {
-	reason := "no open stream " + wire.Quote([]byte(id)) + " on this connection; it may have ended"
-	data := append([]byte(`{"stream":`), wire.AppendString(nil, id)...)
-	data = append(data, `,"reason":`...)
-	data = wire.AppendString(data, reason)
-	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: wire.MsgInvalidParams + ": " + reason, Data: append(data, '}')}
+	return wire.InvalidParams("no open stream "+wire.Quote([]byte(id))+" on this connection; it may have ended", "stream", id)
 }
 
 // takesNone answers rpc.stream.send and rpc.stream.close on a stream that
 // was opened with all its request messages.
 func takesNone(st *stream) *mapping.Error {
 	reason := "stream " + wire.Quote([]byte(st.id)) + " was opened with all its request messages and takes no more"
-	if st.h.kind == serverStream {
+	if st.h.Kind == dispatch.ServerStream {
 		reason = "stream " + wire.Quote([]byte(st.id)) + " is of a server-streaming method, which takes one request message"
 	}
-	data := append([]byte(`{"stream":`), wire.AppendString(nil, st.id)...)
-	data = append(data, `,"reason":`...)
-	data = wire.AppendString(data, reason)
-	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: wire.MsgInvalidParams + ": " + reason, Data: append(data, '}')}
+	return wire.InvalidParams(reason, "stream", st.id)
 }
 
 // send queues the message of p on its stream: rpc.stream.send.
@@ -137,7 +128,7 @@ func (c *wsConn) send(p *controlParams) ([]byte, *mapping.Error) {
 	if st.sendq == nil {
 		return nil, takesNone(st)
 	}
-	m, e := st.h.codec.RequestMember("message", p.Message)
+	m, e := st.h.Codec.RequestMember("message", p.Message)
 	if e != nil {
 		return nil, e
 	}
