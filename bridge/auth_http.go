@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
@@ -28,12 +29,20 @@ const DefaultIdentityMetadataKey = "x-bridge-identity"
 // Exchange its calls run with, and the identity behind its Caller.
 type exchange struct {
 	dispatch.Exchange
-	id *identity // nil when authentication is off
+	id *auth.Caller // nil when authentication is off
 }
 
-// errPermissionDenied answers a call the caller's patterns do not allow,
-// as a PERMISSION_DENIED status from the backend would be answered.
-var errPermissionDenied = wire.Refused(codes.PermissionDenied, "the caller is not allowed to call this method")
+// The authentication types of Options.Auth (package auth).
+type (
+	Identity = auth.Identity
+	Auth     = auth.Auth
+)
+
+// NewAuth checks the identities and prepares them (see auth.New).
+var NewAuth = auth.New
+
+// ErrAuthConfig is wrapped by every error NewAuth returns.
+var ErrAuthConfig = auth.ErrConfig
 
 // front runs the checks every JSON-RPC request passes before its body is
 // read: the request id, which it returns as a header, and authentication,
@@ -43,8 +52,8 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request) (*exchange, bool)
 	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
 	w.Header().Set(RequestIDHeader, x.RequestID)
 	if a := s.opts.Auth; a != nil {
-		id, fail := a.authenticate(r)
-		if fail != authOK {
+		id, fail := a.Authenticate(r)
+		if fail != auth.OK {
 			s.unauthorized(w, r, x, fail)
 			return nil, false
 		}
@@ -53,20 +62,14 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request) (*exchange, bool)
 	return x, true
 }
 
-var authMessages = [...]string{
-	authMissing:   "authentication required: send Authorization: Bearer <token>, X-API-Key: <token> or a client certificate",
-	authInvalid:   "the credentials are not valid",
-	authMalformed: "the Authorization or X-API-Key header is malformed: send exactly one, as Authorization: Bearer <token> or X-API-Key: <token>",
-}
-
 // unauthorized answers 401 with a Bearer challenge (RFC 6750) and a
 // JSON-RPC error as a gRPC UNAUTHENTICATED status is answered.
-func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchange, fail authFailure) {
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchange, fail auth.Failure) {
 	challenge := `Bearer realm=` + strconv.Quote(s.opts.AuthRealm)
 	switch fail {
-	case authInvalid:
+	case auth.Invalid:
 		challenge += `, error="invalid_token"`
-	case authMalformed:
+	case auth.Malformed:
 		challenge += `, error="invalid_request"`
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
@@ -75,8 +78,8 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchang
 		// read_timeout) to reuse the connection. Close it instead.
 		w.Header().Set("Connection", "close")
 	}
-	e := mapping.StatusError(status.New(codes.Unauthenticated, authMessages[fail]), nil)
-	s.refused(r.Context(), x, "unauthenticated", authReasons[fail])
+	e := mapping.StatusError(status.New(codes.Unauthenticated, fail.Message()), nil)
+	s.refused(r.Context(), x, "unauthenticated", fail.Reason())
 	writeJSON(w, http.StatusUnauthorized, wire.AppendError(nil, wire.NullID, e))
 }
 
@@ -110,7 +113,7 @@ func (s *Server) outgoing(md metadata.MD, x *exchange, h http.Header, peer strin
 	key := s.opts.IdentityMetadataKey
 	delete(md, key)
 	if x.id != nil {
-		md[key] = []string{x.id.name}
+		md[key] = []string{x.id.Name()}
 	}
 	md["x-request-id"] = []string{x.RequestID}
 	delete(md, "traceparent")

@@ -6,20 +6,21 @@
 // The packages below it, each with one job, imports pointing down only
 // (.ci/run holds the rule):
 //
-//	bridge            routes, the front door, headers -> Exchange, WebSocket, guards
+//	bridge            routes, the front door, headers -> Exchange, WebSocket
+//	bridge/auth       who calls and what they may call: identities, a Guard
+//	bridge/observe    metrics and the access log: a Guard, and refusals
 //	bridge/dispatch   the engine: a parsed message + an Exchange -> the reply
 //	bridge/wire       the JSON-RPC wire: Parse, replies, notifications, errors
 //	bridge/backend    Invoker (grpc-go | direct), statuses, DirectConn
 //	  internal/unary  the bridge's own HTTP/2 client
 //
 // The files of this package: http.go (routes, POST /, GET /openrpc.json),
-// origin.go (Host, Origin, CORS), auth.go and auth_http.go (identities,
-// authentication, the Exchange's identity and metadata), metadata.go
+// origin.go (Host, Origin, CORS), auth_http.go (authentication at the
+// front door: 401, the Exchange's identity and metadata), metadata.go
 // (headers <-> metadata, fill: the one place headers become an Exchange),
 // deadline.go (timeout headers), limit.go (in-flight slots, rate limits,
 // bodies being read, WebSocket counts), compress.go (gzip both ways),
-// auth_guard.go and accesslog.go (the engine's Guards: authorisation,
-// metrics and the access log), metrics.go (Prometheus), ws.go (GET /ws
+// observe.go (refusals told to the observer), ws.go (GET /ws
 // connections, frames), stream_ws.go and stream_control.go (streams over
 // WebSocket and rpc.stream.*: the engine's Session), server.go (Options,
 // their defaults, New, Update, Handle), readiness.go (probes' details).
@@ -30,12 +31,12 @@
 //	             (request id, 401) → serveRPC → readBody (413, 408)
 //	metadata.go  fill (metadata, timeout, capture; 400) → 431 → limit.go enter (429)
 //	wire         Parse (-32700, -32600) → limit.go admit (rate limit: 429)
-//	dispatch     Run → single: prepare (resolve; Guard.Allow, auth_guard.go;
+//	dispatch     Run → single: prepare (resolve; Guard.Allow: auth;
 //	             params → backend.Call) → execute (deadline; Invoker.Invoke)
 //	backend      direct: internal/unary writes the frames and reads the reply;
 //	             grpc-go: rawCodec passes the wire bytes; Status for failures
 //	dispatch     finish (result or error) → settle (MaxResponseBytes;
-//	             Guard.Done, accesslog.go: metrics and the log line)
+//	             Guard.Done: observe, metrics and the log line)
 //	http.go      writeCapture (response headers) → 200 or 204
 //
 // # One batch

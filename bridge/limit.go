@@ -42,7 +42,7 @@ func newGuard(opts Options) *guard {
 	if opts.RateLimit > 0 {
 		n := 1
 		if opts.Auth != nil {
-			n = len(opts.Auth.ids)
+			n = opts.Auth.Len()
 		}
 		for range n {
 			g.limiters = append(g.limiters, rate.NewLimiter(rate.Limit(opts.RateLimit), opts.RateBurst))
@@ -59,7 +59,7 @@ func (g *guard) limiter(x *exchange) *rate.Limiter {
 	case x.id == nil:
 		return g.limiters[0]
 	}
-	return g.limiters[x.id.index]
+	return g.limiters[x.id.Index()]
 }
 
 // refusal is a request refused before any of its calls ran: HTTP 429.
@@ -83,7 +83,7 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, x *exchange) bool
 		s.tooMany(w, r, x, rateRefusal(lim, 1))
 		return false
 	}
-	s.opts.Metrics.requestStarted()
+	s.opts.Metrics.RequestStarted()
 	return true
 }
 
@@ -105,7 +105,7 @@ func (s *Server) inFlightRefusal() *refusal {
 func (s *Server) leave() {
 	s.guard.inFlight.Add(-1)
 	s.guard.served.Add(1)
-	s.opts.Metrics.requestDone()
+	s.opts.Metrics.RequestDone()
 }
 
 // admit takes n calls' worth of tokens from the rate limiter of the
@@ -213,7 +213,7 @@ func (t *tally) give(key string) {
 // identity, or with authentication off its IP address.
 func clientKey(r *http.Request, x *exchange) string {
 	if x != nil && x.id != nil {
-		return x.id.name
+		return x.id.Name()
 	}
 	addr := r.RemoteAddr
 	if i := strings.LastIndexByte(addr, ':'); i > 0 {

@@ -10,7 +10,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/observe"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
@@ -284,6 +286,8 @@ type Server struct {
 	md     metadataRules
 	ws     wsConns // the open WebSocket connections
 	guard  *guard  // in-flight count, rate limiters, draining
+	// observer records calls (as a Guard of the engine) and refusals.
+	observer observe.Observer
 	// origins are the Host and Origin checks and the CORS answers.
 	origins *originRules
 }
@@ -304,10 +308,11 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 	s := &Server{opts: opts, log: opts.Logger, md: newMetadataRules(opts.Metadata), guard: newGuard(opts)}
 	var guards []dispatch.Binder
 	if opts.Auth != nil {
-		guards = append(guards, authBinder{s})
+		guards = append(guards, auth.Binder{Auth: opts.Auth,
+			Render: func(c dispatch.Catalog) []byte { return s.engine.RenderDocument(c) }})
 	}
-	if opts.Metrics != nil || opts.AccessLog != nil {
-		guards = append(guards, observeBinder{s})
+	if s.observer = (observe.Observer{Metrics: opts.Metrics, Log: opts.AccessLog}); s.observer.On() {
+		guards = append(guards, s.observer)
 	}
 	s.engine = dispatch.New(conn, dispatch.Options{
 		BatchParallelism:  opts.BatchParallelism,
@@ -356,7 +361,7 @@ var noExchange dispatch.Exchange
 // run runs msg, which the caller's rate limit admitted, with x.
 func (s *Server) run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte {
 	if msg.Batch {
-		s.opts.Metrics.batch(msg.Len())
+		s.opts.Metrics.Batch(msg.Len())
 	}
 	return s.engine.Run(ctx, msg, x, dst)
 }

@@ -331,11 +331,11 @@ func (c *wsConn) dispatch(msg *wire.Message, perr *mapping.Error, n int) {
 	}
 	if !c.s.takeSlot() {
 		ref := c.s.inFlightRefusal()
-		c.s.opts.Metrics.refusal(ref.reason)
+		c.s.opts.Metrics.Refusal(ref.reason)
 		answer(refuseFrame(msg, wire.Refused(codes.ResourceExhausted, ref.message)))
 		return
 	}
-	c.s.opts.Metrics.requestStarted()
+	c.s.opts.Metrics.RequestStarted()
 	c.wg.Go(func() {
 		defer c.release(n)
 		defer c.s.leave()
@@ -352,7 +352,7 @@ func (c *wsConn) dispatch(msg *wire.Message, perr *mapping.Error, n int) {
 // rateRefusal is the reply to a frame the caller's rate limit refuses:
 // one RESOURCE_EXHAUSTED error, whatever the frame held.
 func (c *wsConn) rateRefusal(ref *refusal) []byte {
-	c.s.opts.Metrics.refusal(ref.reason)
+	c.s.opts.Metrics.Refusal(ref.reason)
 	return wire.AppendError(nil, wire.NullID, wire.Refused(codes.ResourceExhausted, ref.message))
 }
 

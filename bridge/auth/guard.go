@@ -1,9 +1,10 @@
-package bridge
+package auth
 
 import (
 	"context"
 	"sync"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
@@ -11,14 +12,21 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
-// authBinder makes the authorisation Guard of each table: who may call
+// A Binder makes the authorisation Guard of each table: who may call
 // each method, decided once per table, and the OpenRPC document each
-// identity sees.
-type authBinder struct{ s *Server }
+// identity sees, which Render renders.
+type Binder struct {
+	Auth   *Auth
+	Render func(dispatch.Catalog) []byte
+}
+
+// PermissionDenied answers a call the caller's patterns do not allow,
+// as a PERMISSION_DENIED status from the backend would be answered.
+var PermissionDenied = wire.Refused(codes.PermissionDenied, "the caller is not allowed to call this method")
 
 // authGuard is the authorisation of one table (nil before discovery).
 type authGuard struct {
-	s     *Server
+	b     Binder
 	t     *dispatch.Table
 	allow [][]bool       // by method index, then identity index
 	views []identityView // by identity index
@@ -29,12 +37,13 @@ type identityView struct {
 	doc  *dispatch.LazyDocument // nil when the identity sees every method
 }
 
-func (b authBinder) Bind(t *dispatch.Table) dispatch.Guard {
-	g := &authGuard{s: b.s, t: t}
+// Bind prepares the allow bits of every method of t for every identity.
+func (b Binder) Bind(t *dispatch.Table) dispatch.Guard {
+	g := &authGuard{b: b, t: t}
 	if t == nil {
 		return g
 	}
-	ids := b.s.opts.Auth.ids
+	ids := b.Auth.ids
 	g.allow = make([][]bool, len(t.Methods))
 	for _, m := range t.Methods {
 		allow := make([]bool, len(ids))
@@ -56,10 +65,10 @@ func (*authGuard) Done(context.Context, *dispatch.Exchange, dispatch.Record) {}
 // method exists. Calls that did not come through the front door (no
 // caller) may call nothing.
 func (g *authGuard) Allow(x *dispatch.Exchange, name []byte, m *dispatch.Method) *mapping.Error {
-	id, _ := x.Caller.(*identity)
+	id, _ := x.Caller.(*Caller)
 	switch {
 	case id == nil:
-		return errPermissionDenied
+		return PermissionDenied
 	case m != nil && g.allow[m.Index][id.index]:
 		return nil
 	case m == nil && id.allows(string(name)):
@@ -69,17 +78,17 @@ func (g *authGuard) Allow(x *dispatch.Exchange, name []byte, m *dispatch.Method)
 		// caller's own connection, each authorised when it was opened.
 		return nil
 	}
-	return errPermissionDenied
+	return PermissionDenied
 }
 
 // Document is the OpenRPC document x's caller sees: the table's own for
 // an identity that may call every method, otherwise one listing only
 // what it may call, built on first use and kept as long as the table.
 func (g *authGuard) Document(x *dispatch.Exchange, t *dispatch.Table) ([]byte, *mapping.Error) {
-	id, _ := x.Caller.(*identity)
+	id, _ := x.Caller.(*Caller)
 	switch {
 	case id == nil:
-		return nil, errPermissionDenied
+		return nil, PermissionDenied
 	case t == nil:
 		return nil, nil
 	case id.all:
@@ -90,7 +99,7 @@ func (g *authGuard) Document(x *dispatch.Exchange, t *dispatch.Table) ([]byte, *
 		for _, m := range t.Methods {
 			if !g.allow[m.Index][id.index] {
 				v.doc = dispatch.NewLazyDocument(func() []byte {
-					return g.s.engine.RenderDocument(allowedCatalog{t.Catalog, id})
+					return g.b.Render(allowedCatalog{t.Catalog, id})
 				})
 				return
 			}
@@ -104,8 +113,8 @@ func (g *authGuard) Document(x *dispatch.Exchange, t *dispatch.Table) ([]byte, *
 
 // allowedCatalog is a Catalog with only the methods id may call.
 type allowedCatalog struct {
-	Catalog
-	id *identity
+	dispatch.Catalog
+	id *Caller
 }
 
 func (c allowedCatalog) Methods() []protoreflect.MethodDescriptor {
