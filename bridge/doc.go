@@ -6,7 +6,8 @@
 // The packages below it, each with one job, imports pointing down only
 // (.ci/run holds the rule):
 //
-//	bridge            routes, the front door, headers -> Exchange, WebSocket
+//	bridge            routes, the front door, headers -> Exchange
+//	bridge/ws         GET /ws: connections, frames, streams (the Session)
 //	bridge/auth       who calls and what they may call: identities, a Guard
 //	bridge/observe    metrics and the access log: a Guard, and refusals
 //	bridge/dispatch   the engine: a parsed message + an Exchange -> the reply
@@ -20,10 +21,9 @@
 // (headers <-> metadata, fill: the one place headers become an Exchange),
 // deadline.go (timeout headers), limit.go (in-flight slots, rate limits,
 // bodies being read, WebSocket counts), compress.go (gzip both ways),
-// observe.go (refusals told to the observer), ws.go (GET /ws
-// connections, frames), stream_ws.go and stream_control.go (streams over
-// WebSocket and rpc.stream.*: the engine's Session), server.go (Options,
-// their defaults, New, Update, Handle), readiness.go (probes' details).
+// observe.go (refusals told to the observer), ws.go (GET /ws up to the
+// upgrade, and the ws.Front of its frames), server.go (Options, their
+// defaults, New, Update, Handle), readiness.go (probes' details).
 //
 // # One unary call over POST /
 //
@@ -50,12 +50,14 @@
 // # One WebSocket stream
 //
 //	http.go      ServeHTTP → front → ws.go serveWS (fill, 431, connection
-//	             counts, upgrade) → wsConn.serve: per frame wire.Parse once,
-//	             slots, dispatch (rpc.stream.* frames in the reader, in order;
-//	             others in a goroutine, after the in-flight slot and admit)
-//	dispatch     Run → prepare → Exchange.Session.Open, which is the frame's
-//	stream_ws.go open: grpc-go NewStream, sendLoop, recvLoop and pump write
+//	             counts) → ws.Server.Serve (upgrade)
+//	ws/conn.go   serve: per frame wire.Parse once, slots, dispatch
+//	             (rpc.stream.* frames in the reader, in order; others in a
+//	             goroutine, after ws.Front's in-flight slot and rate limit)
+//	             → ws.Front.Run (ws.go) → dispatch.Run → prepare →
+//	             Exchange.Session.Open, which is the frame's
+//	ws/stream.go open: grpc-go NewStream, sendLoop, recvLoop and pump write
 //	             rpc.stream.message and rpc.stream.end (wire) to the socket;
-//	             stream_control.go answers rpc.stream.send, close and cancel
+//	ws/control.go answers rpc.stream.send, close and cancel
 //	             (Session.Control).
 package bridge

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -51,15 +52,16 @@ func newGuard(opts Options) *guard {
 	return g
 }
 
-// limiter is the rate limiter of the calls of x, nil when there is none.
-func (g *guard) limiter(x *exchange) *rate.Limiter {
+// limiter is the rate limiter of the calls of id (nil with
+// authentication off), nil when there is none.
+func (g *guard) limiter(id *auth.Caller) *rate.Limiter {
 	switch {
 	case g.limiters == nil:
 		return nil
-	case x.id == nil:
+	case id == nil:
 		return g.limiters[0]
 	}
-	return g.limiters[x.id.Index()]
+	return g.limiters[id.Index()]
 }
 
 // refusal is a request refused before any of its calls ran: HTTP 429.
@@ -78,7 +80,7 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, x *exchange) bool
 		s.tooMany(w, r, x, s.inFlightRefusal())
 		return false
 	}
-	if lim := s.guard.limiter(x); lim != nil && lim.Tokens() < 1 {
+	if lim := s.guard.limiter(x.id); lim != nil && lim.Tokens() < 1 {
 		s.guard.inFlight.Add(-1)
 		s.tooMany(w, r, x, rateRefusal(lim, 1))
 		return false
@@ -108,13 +110,13 @@ func (s *Server) leave() {
 	s.opts.Metrics.RequestDone()
 }
 
-// admit takes n calls' worth of tokens from the rate limiter of the
-// caller of x, or returns the refusal when there are not enough: nothing
+// admit takes n calls' worth of tokens from the rate limiter of id, or
+// returns the refusal when there are not enough: nothing
 // of the message runs then. HTTP and WebSocket both ask it, after parsing
 // a message and before running it: over HTTP POST the refusal is 429, over
 // WebSocket a RESOURCE_EXHAUSTED error for each call of the frame.
-func (s *Server) admit(x *exchange, n int) *refusal {
-	lim := s.guard.limiter(x)
+func (s *Server) admit(id *auth.Caller, n int) *refusal {
+	lim := s.guard.limiter(id)
 	if lim == nil {
 		return nil
 	}

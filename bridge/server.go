@@ -14,6 +14,7 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/observe"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ws"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -284,8 +285,8 @@ type Server struct {
 	opts   Options
 	log    *slog.Logger
 	md     metadataRules
-	ws     wsConns // the open WebSocket connections
-	guard  *guard  // in-flight count, rate limiters, draining
+	ws     *ws.Server // GET /ws
+	guard  *guard     // in-flight count, rate limiters, draining
 	// observer records calls (as a Guard of the engine) and refusals.
 	observer observe.Observer
 	// origins are the Host and Origin checks and the CORS answers.
@@ -325,6 +326,18 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 		Logger:            opts.Logger,
 		Guards:            guards,
 	})
+	s.ws = ws.New(ws.Options{
+		MaxBatchSize:            opts.MaxBatchSize,
+		MaxMessageBytes:         opts.WSMaxMessageBytes,
+		MaxCallsPerConnection:   opts.MaxCallsPerConnection,
+		MaxStreamsPerConnection: opts.MaxStreamsPerConnection,
+		StreamBuffer:            opts.StreamBuffer,
+		StreamBufferBytes:       opts.StreamBufferBytes,
+		WSBufferBytes:           opts.WSBufferBytes,
+		SlowClientTimeout:       opts.SlowClientTimeout,
+		PingInterval:            opts.WSPingInterval,
+		Logger:                  opts.Logger,
+	}, wsFront{s}, s.engine)
 	s.origins = newOriginRules(opts)
 	s.compressible()
 	return s
@@ -364,4 +377,18 @@ func (s *Server) run(ctx context.Context, msg *wire.Message, x *dispatch.Exchang
 		s.opts.Metrics.Batch(msg.Len())
 	}
 	return s.engine.Run(ctx, msg, x, dst)
+}
+
+// BackendDialOptions are options for grpc.NewClient of the connection to
+// a backend of a Server made with opts: a fixed flow-control window per
+// stream of StreamBufferBytes, at most 1 MiB (and at least 64 KiB,
+// grpc-go's least), instead of grpc-go's dynamic one, which may grow to
+// 16 MiB. A WebSocket stream the bridge stops reading for want of room
+// (see package ws) then holds at most that much more in the transport
+// before the backend is held back. The connection's window, which grpc-go
+// does not tie to reading, is 16 MiB.
+func BackendDialOptions(opts Options) []grpc.DialOption {
+	opts = opts.withDefaults()
+	w := int32(min(max(opts.StreamBufferBytes, 64<<10), 1<<20))
+	return []grpc.DialOption{grpc.WithInitialWindowSize(w), grpc.WithInitialConnWindowSize(16 << 20)}
 }

@@ -1,4 +1,4 @@
-package bridge
+package ws
 
 import (
 	"context"
@@ -299,20 +299,6 @@ func (c *wsConn) waitRoom(ctx context.Context, st *stream) bool {
 	}
 }
 
-// BackendDialOptions are options for grpc.NewClient of the connection to
-// a backend of a Server made with opts: a fixed flow-control window per
-// stream of StreamBufferBytes, at most 1 MiB (and at least 64 KiB,
-// grpc-go's least), instead of grpc-go's dynamic one, which may grow to
-// 16 MiB. A WebSocket stream the bridge stops reading for want of room
-// (see waitRoom) then holds at most that much more in the transport
-// before the backend is held back. The connection's window, which grpc-go
-// does not tie to reading, is 16 MiB.
-func BackendDialOptions(opts Options) []grpc.DialOption {
-	opts = opts.withDefaults()
-	w := int32(min(max(opts.StreamBufferBytes, 64<<10), 1<<20))
-	return []grpc.DialOption{grpc.WithInitialWindowSize(w), grpc.WithInitialConnWindowSize(16 << 20)}
-}
-
 // queue puts the notification b of st in out, for the socket.
 func (c *wsConn) queue(st *stream, b []byte) {
 	n := int64(len(b))
@@ -329,7 +315,7 @@ func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
 	var err error
 	defer func() {
 		if p := recover(); p != nil {
-			c.s.log.Error("panic in a stream", "method", st.h.Name, "panic", p, "stack", string(debug.Stack()))
+			c.s.opts.Logger.Error("panic in a stream", "method", st.h.Name, "panic", p, "stack", string(debug.Stack()))
 			err = errPanic
 		}
 		st.end = wire.AppendStreamEnd(nil, st.id, c.endError(ctx, st, err))
@@ -359,7 +345,7 @@ func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
 		}
 		b, merr := appendMessage(nil, st.id, st.h.Codec, m)
 		if merr != nil {
-			c.s.log.Error("cannot encode a stream message", "method", st.h.Name, "error", merr)
+			c.s.opts.Logger.Error("cannot encode a stream message", "method", st.h.Name, "error", merr)
 			err = errPanic
 			return
 		}
@@ -371,7 +357,7 @@ func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
 // the cancellation of the stream, which then ends with -32603.
 func (c *wsConn) recoverStream(st *stream, what string) {
 	if p := recover(); p != nil {
-		c.s.log.Error("panic in a stream", "method", st.h.Name, "in", what, "panic", p, "stack", string(debug.Stack()))
+		c.s.opts.Logger.Error("panic in a stream", "method", st.h.Name, "in", what, "panic", p, "stack", string(debug.Stack()))
 		st.cancel(errPanic)
 	}
 }

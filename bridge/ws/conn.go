@@ -1,0 +1,453 @@
+package ws
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"google.golang.org/grpc/codes"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+)
+
+// Causes of the end of a WebSocket connection's context.
+var (
+	errConnClosed = errors.New("bridge: the WebSocket connection closed")
+)
+
+// wsConns counts the open WebSocket connections, for Shutdown. Its zero
+// value is ready to use.
+type wsConns struct {
+	mu      sync.Mutex
+	n       int           // connections being served
+	closing chan struct{} // closed by Shutdown; made on first use
+	idle    chan struct{} // closed when closing and n is 0; made on first use
+	closed  bool
+}
+
+func (w *wsConns) chans() (closing, idle chan struct{}) {
+	if w.closing == nil {
+		w.closing, w.idle = make(chan struct{}), make(chan struct{})
+	}
+	return w.closing, w.idle
+}
+
+// add counts a new connection and returns the channel Shutdown closes, or
+// false once Shutdown has begun.
+func (w *wsConns) add() (<-chan struct{}, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	closing, _ := w.chans()
+	if w.closed {
+		return nil, false
+	}
+	w.n++
+	return closing, true
+}
+
+func (w *wsConns) done() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n--
+	if w.closed && w.n == 0 {
+		_, idle := w.chans()
+		close(idle)
+	}
+}
+
+// Options are the limits of the WebSocket connections of a Server, every
+// field set (package bridge fills in the defaults; see bridge.Options for
+// each).
+type Options struct {
+	MaxBatchSize            int
+	MaxMessageBytes         int64 // of one frame from a client; larger closes with 1009
+	MaxCallsPerConnection   int
+	MaxStreamsPerConnection int
+	StreamBuffer            int
+	StreamBufferBytes       int64
+	WSBufferBytes           int64
+	SlowClientTimeout       time.Duration
+	PingInterval            time.Duration // negative: no pings and no write timeouts
+	Logger                  *slog.Logger
+}
+
+// A Front is what a connection needs of the front door it came through,
+// for each frame: the server's in-flight slots, the caller's rate limit,
+// and the engine behind them.
+type Front interface {
+	// Enter takes an in-flight slot for a frame, or returns the message
+	// of the refusal, which it has counted.
+	Enter() (refusal string, ok bool)
+	// Leave gives back a slot Enter took.
+	Leave()
+	// Admit takes n calls from the rate limit of x's caller, or returns
+	// the message of the refusal, which it has counted.
+	Admit(x *dispatch.Exchange, n int) (refusal string, ok bool)
+	// Run answers msg with x.
+	Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte
+}
+
+// A Server serves JSON-RPC on WebSocket connections: every frame is a
+// message for the engine; streams are opened, fed and read as the
+// engine's Session.
+type Server struct {
+	opts   Options
+	front  Front
+	engine *dispatch.Engine // for the statuses of streams
+	conns  wsConns
+}
+
+// New returns a Server whose frames go through front to engine.
+func New(opts Options, front Front, engine *dispatch.Engine) *Server {
+	return &Server{opts: opts, front: front, engine: engine}
+}
+
+// Serve upgrades r, which the front door has let in, to a WebSocket
+// connection and serves it until it closes; every call on it runs with
+// x (the upgrade request's identity, metadata and timeout). Once Shutdown
+// has begun it answers 503.
+func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Exchange) {
+	closing, ok := s.conns.add()
+	if !ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":"the server is shutting down"}`))
+		return
+	}
+	defer s.conns.done()
+	// The front door has checked the Origin against its CORS origins.
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		s.opts.Logger.Debug("WebSocket upgrade refused", "error", err)
+		return // Accept has answered
+	}
+	ws.SetReadLimit(s.opts.MaxMessageBytes)
+	c := &wsConn{
+		s:       s,
+		x:       x,
+		ws:      ws,
+		slots:   make(chan struct{}, s.opts.MaxCallsPerConnection),
+		streams: make(map[string]*stream),
+	}
+	// The connection outlives neither the server nor its own context, but
+	// it does outlive the handler's request context once hijacked.
+	c.ctx, c.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
+	c.serve(closing)
+}
+
+// Shutdown closes every WebSocket connection with status 1001 (going
+// away), which cancels their calls and streams, refuses new ones with
+// HTTP 503, and waits until the connections are gone or ctx ends. It is
+// safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	w := &s.conns
+	w.mu.Lock()
+	closing, idle := w.chans()
+	if !w.closed {
+		w.closed = true
+		close(closing)
+		if w.n == 0 {
+			close(idle)
+		}
+	}
+	w.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// wsConn is one WebSocket connection. Every frame it reads is one
+// JSON-RPC request or batch, parsed once and run by the engine in a
+// goroutine of its own, so replies may come out of order; frames that call
+// the stream methods are answered in the reader, so that they act in the
+// order they were sent.
+type wsConn struct {
+	s  *Server
+	x  *dispatch.Exchange // of the upgrade request: every call on the connection runs with it
+	ws *websocket.Conn
+	// ctx is the connection's lifetime: it carries the upgrade request's
+	// metadata and is cancelled, with errConnClosed, when the connection
+	// ends, which cancels every call and stream on it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup // every goroutine of the connection
+	// slots holds one token per call being answered (see calls),
+	// bounding them.
+	slots chan struct{}
+	// stalled is set while the reader waits for a slot: nothing reads
+	// pongs then, so no pings are sent.
+	stalled atomic.Bool
+
+	mu       sync.Mutex
+	streams  map[string]*stream // open streams by id
+	nstreams int                // streams reserved or open
+	nextID   uint64
+
+	buffered wsBuffered // bytes of the streams' messages waiting, each way
+}
+
+// serve reads frames until the connection ends, then cancels everything
+// on it and waits for its goroutines.
+func (c *wsConn) serve(closing <-chan struct{}) {
+	defer func() {
+		c.cancel(errConnClosed)
+		c.wg.Wait()
+		c.ws.CloseNow()
+	}()
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.opts.Logger.Error("panic in a WebSocket reader", "panic", p, "stack", string(debug.Stack()))
+			c.ws.Close(websocket.StatusInternalError, "internal error")
+		}
+	}()
+	c.wg.Go(func() { c.keepAlive(closing) })
+	for {
+		typ, data, err := c.ws.Read(c.ctx)
+		if err != nil {
+			c.s.opts.Logger.Debug("WebSocket connection ended", "status", int(websocket.CloseStatus(err)), "error", err)
+			return
+		}
+		if typ != websocket.MessageText {
+			c.ws.Close(websocket.StatusUnsupportedData, "JSON-RPC messages are sent as text frames")
+			return
+		}
+		msg := new(wire.Message)
+		perr := wire.Parse(data, c.s.opts.MaxBatchSize, msg)
+		n := 1 // a single call, or a frame answered with one error
+		if perr == nil && msg.Batch {
+			n = min(msg.Len(), c.s.opts.MaxCallsPerConnection)
+		}
+		if !c.acquire(n) {
+			return
+		}
+		c.dispatch(msg, perr, n)
+	}
+}
+
+// acquire takes n slots for a frame, waiting while the calls being
+// answered leave fewer free.
+func (c *wsConn) acquire(n int) bool {
+	for i := range n {
+		if !c.acquireOne() {
+			c.release(i)
+			return false
+		}
+	}
+	return true
+}
+
+func (c *wsConn) acquireOne() bool {
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	default:
+	}
+	c.stalled.Store(true)
+	defer c.stalled.Store(false)
+	select {
+	case c.slots <- struct{}{}:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+func (c *wsConn) release(n int) {
+	for range n {
+		<-c.slots
+	}
+}
+
+// wsFrame is one frame being answered on a connection: the Session of
+// its calls.
+type wsFrame struct {
+	conn *wsConn
+
+	mu     sync.Mutex
+	opened []*stream // streams whose ids the frame's reply carries
+}
+
+// Open is dispatch.Session's: it opens a stream on the frame's connection.
+func (f *wsFrame) Open(ctx context.Context, t *dispatch.Table, m *dispatch.Method, r wire.Request, dst []byte) ([]byte, mapping.Code) {
+	return f.conn.open(f, t, m, &r, dst)
+}
+
+// Control is dispatch.Session's: rpc.stream.* on the connection's streams.
+func (f *wsFrame) Control(r wire.Request, dst []byte) ([]byte, mapping.Code) {
+	return f.conn.control(&r, dst)
+}
+
+// add records that the reply to f carries the id of st.
+func (f *wsFrame) add(st *stream) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.opened = append(f.opened, st)
+}
+
+// replied lets the streams opened by f send their messages, now that the
+// reply carrying their ids is written (or can never be).
+func (f *wsFrame) replied() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, st := range f.opened {
+		close(st.ready)
+	}
+	f.opened = nil
+}
+
+// dispatch answers msg, one frame which holds n of the connection's
+// slots (perr when it could not be parsed), in a goroutine of the
+// connection. Like a POST /, a frame takes one of the server's in-flight
+// slots until its reply is written, or is answered error 8 when none is
+// free; frames calling the stream methods, which act on the connection's
+// own streams, take none and are answered here, in order. Every frame
+// asks the caller's rate limiter, as a POST / does.
+func (c *wsConn) dispatch(msg *wire.Message, perr *mapping.Error, n int) {
+	f := &wsFrame{conn: c}
+	x := *c.x
+	x.Session = f
+	answer := func(reply []byte) {
+		c.wg.Go(func() {
+			defer c.release(n)
+			c.reply(f, reply)
+		})
+	}
+	front := c.s.front
+	switch {
+	case perr != nil:
+		answer(wire.AppendError(nil, wire.NullID, perr))
+		return
+	case msg.IsControl():
+		if ref, ok := front.Admit(c.x, 1); !ok {
+			answer(rateRefusal(ref))
+			return
+		}
+		answer(front.Run(c.ctx, msg, &x, nil))
+		return
+	}
+	ref, ok := front.Enter()
+	if !ok {
+		answer(refuseFrame(msg, wire.Refused(codes.ResourceExhausted, ref)))
+		return
+	}
+	c.wg.Go(func() {
+		defer c.release(n)
+		defer front.Leave()
+		var reply []byte
+		defer func() { c.reply(f, reply) }()
+		if ref, ok := front.Admit(c.x, msg.Len()); !ok {
+			reply = rateRefusal(ref)
+			return
+		}
+		reply = front.Run(c.ctx, msg, &x, nil)
+	})
+}
+
+// rateRefusal is the reply to a frame the caller's rate limit refuses:
+// one RESOURCE_EXHAUSTED error, whatever the frame held.
+func rateRefusal(msg string) []byte {
+	return wire.AppendError(nil, wire.NullID, wire.Refused(codes.ResourceExhausted, msg))
+}
+
+// refuseFrame is the reply to msg when none of its calls may run: the
+// error e for each call, with its id, as a batch when msg is one; nothing
+// for notifications.
+func refuseFrame(msg *wire.Message, e *mapping.Error) []byte {
+	refuse := func(dst []byte, r *wire.Request) []byte {
+		switch {
+		case r.Invalid != nil:
+			return wire.AppendError(dst, wire.NullID, e)
+		case r.Notification():
+			return dst
+		}
+		return wire.AppendError(dst, r.ID, e)
+	}
+	if !msg.Batch {
+		return refuse(nil, &msg.Single)
+	}
+	dst := []byte{'['}
+	for i := range msg.Members {
+		n := len(dst)
+		if n > 1 {
+			dst = append(dst, ',')
+		}
+		if dst = refuse(dst, &msg.Members[i]); len(dst) == n+1 && n > 1 {
+			dst = dst[:n] // a notification: no comma either
+		}
+	}
+	if len(dst) == 1 {
+		return nil
+	}
+	return append(dst, ']')
+}
+
+// reply writes the reply of f, if any, and then lets the streams it
+// opened start.
+func (c *wsConn) reply(f *wsFrame, reply []byte) {
+	defer f.replied()
+	if len(reply) > 0 {
+		c.write(reply)
+	}
+}
+
+// write sends one text frame. A frame that cannot be written within
+// WSPingInterval means the client is gone or not reading: the library
+// then closes the connection.
+func (c *wsConn) write(b []byte) error {
+	ctx := c.ctx
+	if d := c.s.opts.PingInterval; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	err := c.ws.Write(ctx, websocket.MessageText, b)
+	if err != nil {
+		c.s.opts.Logger.Debug("cannot write a WebSocket frame", "error", err)
+	}
+	return err
+}
+
+// keepAlive pings the client every WSPingInterval and closes the
+// connection when a pong does not come back within another one; on
+// Shutdown it closes the connection with 1001.
+func (c *wsConn) keepAlive(closing <-chan struct{}) {
+	d := c.s.opts.PingInterval
+	var tick <-chan time.Time
+	if d > 0 {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-closing:
+			c.ws.Close(websocket.StatusGoingAway, "the server is shutting down")
+			return
+		case <-tick:
+			if c.stalled.Load() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(c.ctx, d)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil && c.ctx.Err() == nil {
+				c.s.opts.Logger.Debug("WebSocket client did not answer a ping", "error", err)
+				c.ws.CloseNow()
+				return
+			}
+		}
+	}
+}
