@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend/internal/unary"
@@ -71,6 +70,3 @@ func take(c *Call, n int64) bool {
 	c.Reserved += n
 	return true
 }
-
-// overBudget reports whether err ended a call for its budget.
-func overBudget(err error) bool { return errors.Is(err, ErrOverBudget) }

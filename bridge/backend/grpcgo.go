@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // grpcGo makes calls through a grpc-go connection, the messages passing
@@ -120,3 +121,46 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // rawCodecOptions makes a call use rawCodec.
 var rawCodecOptions = []grpc.CallOption{grpc.ForceCodecV2(rawCodec{})}
+
+// Raw holds the wire bytes of one message of a stream opened with
+// StreamCodec: RecvMsg(&raw) fills B with a response as it came.
+type Raw struct{ B []byte }
+
+// StreamCodec is the call option of streams whose responses are read as
+// Raw wire bytes, so that package mapping transcodes them to JSON with no
+// message in between; requests may be Raw or proto messages.
+var StreamCodec = grpc.ForceCodecV2(streamCodec{})
+
+type streamCodec struct{}
+
+func (streamCodec) Name() string { return "proto" }
+
+func (streamCodec) Marshal(v any) (mem.BufferSlice, error) {
+	switch m := v.(type) {
+	case *Raw:
+		return mem.BufferSlice{mem.SliceBuffer(m.B)}, nil
+	case proto.Message:
+		b, err := proto.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return nil, errNotAMessage
+}
+
+func (streamCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	switch m := v.(type) {
+	case *Raw:
+		m.B = slices.Grow(m.B[:0], data.Len())
+		for _, buf := range data {
+			m.B = append(m.B, buf.ReadOnlyData()...)
+		}
+		return nil
+	case proto.Message:
+		return proto.Unmarshal(data.Materialize(), m)
+	}
+	return errNotAMessage
+}
+
+var errNotAMessage = errors.New("grpc: the stream's codec takes backend.Raw or proto messages")

@@ -89,7 +89,7 @@ func (c *wsConn) open(f *wsFrame, t *dispatch.Table, h *dispatch.Method, r *wire
 	}
 	ctx, cancel := context.WithCancelCause(metadata.NewOutgoingContext(c.ctx, c.x.Metadata))
 	ctx, origin := backend.WithOrigin(ctx)
-	cs, err := h.Conn.NewStream(ctx, h.Desc, h.Path)
+	cs, err := h.Conn.NewStream(ctx, h.Desc, h.Path, backend.StreamCodec)
 	if err != nil {
 		e := c.s.engine.Status(ctx, t, h, err, false)
 		cancel(errStreamDone)
@@ -334,16 +334,19 @@ func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
 		err = ctx.Err()
 		return
 	}
+	var raw backend.Raw // the response as it came, transcoded to JSON at once
 	for {
 		if !c.waitRoom(ctx, st) {
 			err = ctx.Err()
 			return
 		}
-		m := st.h.Codec.NewResponse()
-		if err = st.cs.RecvMsg(m); err != nil {
+		if err = st.cs.RecvMsg(&raw); err != nil {
 			return
 		}
-		b, merr := appendMessage(nil, st.id, st.h.Codec, m)
+		b, merr := appendMessage(nil, st.id, st.h.Codec, raw.B)
+		if cap(raw.B) > keptRaw {
+			raw.B = nil // waiting for room, the stream holds its JSON alone
+		}
 		if merr != nil {
 			c.s.opts.Logger.Error("cannot encode a stream message", "method", st.h.Name, "error", merr)
 			err = errPanic
@@ -425,9 +428,13 @@ func (c *wsConn) pump(st *stream) {
 	}
 }
 
-// appendMessage appends the rpc.stream.message notification of m.
-func appendMessage(dst []byte, id string, codec *mapping.Codec, m proto.Message) ([]byte, error) {
+// keptRaw bounds the buffer a stream keeps for its next response.
+const keptRaw = 64 << 10
+
+// appendMessage appends the rpc.stream.message notification of the
+// response whose wire bytes are msg.
+func appendMessage(dst []byte, id string, codec *mapping.Codec, msg []byte) ([]byte, error) {
 	dst = wire.AppendStreamMessageHead(dst, id)
-	dst, err := codec.AppendResult(dst, m)
+	dst, err := codec.AppendResultWire(dst, msg)
 	return append(dst, "}}"...), err
 }
