@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +12,10 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
@@ -322,23 +320,8 @@ func startServing(t *testing.T, args ...string) (*process, string) {
 // a loopback port WITHOUT server reflection and returns its address.
 func startPlainBackend(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	helloworld.RegisterGreeterServer(srv, helloworld.Server{})
-	testv1.RegisterTestServiceServer(srv, testv1.NewServer())
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-served
-	})
-	return lis.Addr().String()
+	return testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Reflection: testserver.ReflectionNone, NoConn: true,
+		Services: []testserver.Service{testserver.Greeter, testserver.Test(testv1.NewServer())}}).Addr()
 }
 
 // metaSchema compiles the OpenRPC meta-schema kept under mapping's
