@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -181,12 +182,8 @@ func TestDiscoverCancelled(t *testing.T) {
 }
 
 func TestDiscoverTCP(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	serve(t, newBackend(reflectionBoth), lis)
-	reg, err := Discover(t.Context(), dialTCP(t, lis.Addr().String()))
+	conn := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Services: fourServices}).Conn()
+	reg, err := Discover(t.Context(), conn)
 	if err != nil {
 		t.Fatalf("Discover: %v", err)
 	}
