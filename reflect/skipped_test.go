@@ -4,8 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	"google.golang.org/grpc"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 // TestDiscoverSkipsServicesWithoutDescriptors: a backend that lists a

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 // serviceBackend serves the services register adds, with reflection, on
