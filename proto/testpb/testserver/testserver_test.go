@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/reflection/grpc_reflection_v1"
-	"google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
@@ -31,41 +30,20 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// listV1 lists the services of conn over reflection v1, or returns the
+// list lists the services of conn over the reflection service named
+// (v1 and v1alpha share their messages' wire format), or returns the
 // call's error.
-func listV1(t *testing.T, conn *grpc.ClientConn) ([]string, error) {
+func list(t *testing.T, conn *grpc.ClientConn, service string) ([]string, error) {
 	t.Helper()
-	st, err := grpc_reflection_v1.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
+	st, err := conn.NewStream(t.Context(), &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/"+service+"/ServerReflectionInfo")
 	if err != nil {
 		return nil, err
 	}
 	defer st.CloseSend()
 	// A failed Send returns io.EOF; the status comes with Recv.
-	_ = st.Send(&grpc_reflection_v1.ServerReflectionRequest{MessageRequest: &grpc_reflection_v1.ServerReflectionRequest_ListServices{}})
-	r, err := st.Recv()
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, s := range r.GetListServicesResponse().GetService() {
-		names = append(names, s.GetName())
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
-// listV1Alpha is listV1 over reflection v1alpha.
-func listV1Alpha(t *testing.T, conn *grpc.ClientConn) ([]string, error) {
-	t.Helper()
-	st, err := grpc_reflection_v1alpha.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
-	if err != nil {
-		return nil, err
-	}
-	defer st.CloseSend()
-	// A failed Send returns io.EOF; the status comes with Recv.
-	_ = st.Send(&grpc_reflection_v1alpha.ServerReflectionRequest{MessageRequest: &grpc_reflection_v1alpha.ServerReflectionRequest_ListServices{}})
-	r, err := st.Recv()
-	if err != nil {
+	_ = st.SendMsg(&grpc_reflection_v1.ServerReflectionRequest{MessageRequest: &grpc_reflection_v1.ServerReflectionRequest_ListServices{}})
+	r := new(grpc_reflection_v1.ServerReflectionResponse)
+	if err := st.RecvMsg(r); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -99,10 +77,9 @@ func TestReflection(t *testing.T) {
 				b := testserver.Start(t, testserver.Options{Reflection: tt.mode, Addr: addr})
 				for _, r := range []struct {
 					name string
-					list func(*testing.T, *grpc.ClientConn) ([]string, error)
 					on   bool
-				}{{"v1", listV1, tt.v1}, {"v1alpha", listV1Alpha, tt.v1alpha}} {
-					got, err := r.list(t, b.Conn())
+				}{{"grpc.reflection.v1.ServerReflection", tt.v1}, {"grpc.reflection.v1alpha.ServerReflection", tt.v1alpha}} {
+					got, err := list(t, b.Conn(), r.name)
 					switch {
 					case r.on && err != nil:
 						t.Errorf("%s: %v", r.name, err)
