@@ -13,8 +13,6 @@ import (
 	"github.com/coder/websocket"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
@@ -279,23 +277,6 @@ func TestServeWebSocket(t *testing.T) {
 	}
 	if err := <-closed; websocket.CloseStatus(err) != websocket.StatusGoingAway {
 		t.Errorf("after shutdown: got %v, want close status 1001", err)
-	}
-}
-
-// TestStreamingDefaultsMatchBridge: config repeats bridge's defaults.
-func TestStreamingDefaultsMatchBridge(t *testing.T) {
-	st := config.Defaults().Streaming
-	got := []any{st.MaxStreamMessages, st.MaxStreamBytes, st.StreamBuffer, st.SlowClientTimeout,
-		st.MaxStreamsPerConnection, st.MaxCallsPerConnection, st.WSPingInterval, st.WSMaxMessageBytes}
-	want := []any{bridge.DefaultMaxStreamMessages, int64(bridge.DefaultMaxStreamBytes), bridge.DefaultStreamBuffer,
-		bridge.DefaultSlowClientTimeout, bridge.DefaultMaxStreamsPerConnection, bridge.DefaultMaxCallsPerConnection,
-		bridge.DefaultWSPingInterval, int64(0)}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("got config defaults %v, want bridge's %v", got, want)
-	}
-	if st.StreamBufferBytes != bridge.DefaultStreamBufferBytes || st.WSBufferBytes != bridge.DefaultWSBufferBytes {
-		t.Errorf("got config defaults stream_buffer_bytes %d, ws_buffer_bytes %d, want bridge's %d, %d",
-			st.StreamBufferBytes, st.WSBufferBytes, bridge.DefaultStreamBufferBytes, bridge.DefaultWSBufferBytes)
 	}
 }
 
