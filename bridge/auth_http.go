@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	"crypto/rand"
 	"net"
 	"net/http"
@@ -12,6 +11,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -23,108 +25,51 @@ const RequestIDHeader = "X-Request-Id"
 // caller's identity reaches the backend.
 const DefaultIdentityMetadataKey = "x-bridge-identity"
 
-// exchange is what the front door learned about one HTTP request, for the
-// calls it carries. It lives in the request's context.
+// exchange is what the front door learned about one HTTP request: the
+// Exchange its calls run with, and the identity behind its Caller.
 type exchange struct {
-	id        *identity // nil when authentication is off
-	requestID string
-	// single marks the exchange of one HTTP POST, answered by one
-	// message; a WebSocket connection's exchange serves many.
-	single bool
-	// limited is set, for a single exchange, by the rate limiter when it
-	// refused the message; the reply is then HTTP 429 and nothing ran.
-	limited *refusal
-	// md is the metadata the exchange's calls carry to the backend, as
-	// outgoing put it in their context; the direct path reads it here
-	// rather than copying it out of the context.
-	md metadata.MD
+	dispatch.Exchange
+	id *auth.Caller // nil when authentication is off
 }
 
-type exchangeKey struct{}
+// The authentication types of Options.Auth (package auth).
+type (
+	Identity = auth.Identity
+	Auth     = auth.Auth
+)
 
-func exchangeFrom(ctx context.Context) *exchange {
-	x, _ := ctx.Value(exchangeKey{}).(*exchange)
-	return x
-}
+// NewAuth checks the identities and prepares them (see auth.New).
+var NewAuth = auth.New
 
-// caller returns the identity of the calls made under ctx, and whether
-// they may call anything at all: with authentication on, calls that did not
-// come through the front door (no exchange) may call nothing.
-func (s *Server) caller(ctx context.Context) (*identity, bool) {
-	x := exchangeFrom(ctx)
-	if s.opts.Auth == nil {
-		return nil, true
-	}
-	if x == nil || x.id == nil {
-		return nil, false
-	}
-	return x.id, true
-}
-
-// errPermissionDenied answers a call the caller's patterns do not allow,
-// as a PERMISSION_DENIED status from the backend would be answered.
-var errPermissionDenied = mapping.StatusError(
-	status.New(codes.PermissionDenied, "the caller is not allowed to call this method"), nil)
-
-// authorize returns the handle of the method r names (nil if there is
-// none) and errPermissionDenied unless the caller of ctx may call it. Known
-// methods use the answer prepared per table; other names are matched
-// against the patterns, so a refusal tells nothing about whether the
-// method exists.
-func (s *Server) authorize(ctx context.Context, t *table, r *request) (*handle, *mapping.Error) {
-	var h *handle
-	if t != nil {
-		h = t.methods[string(r.method)]
-	}
-	id, ok := s.caller(ctx)
-	switch {
-	case !ok:
-		return h, errPermissionDenied
-	case id == nil:
-		return h, nil
-	case h != nil && h.guard.allow[id.index]:
-		return h, nil
-	case h == nil && id.allows(string(r.method)):
-		return h, nil
-	case h == nil && isControlMethod(r.method):
-		// rpc.stream.send, close and cancel act only on streams of the
-		// caller's own connection, each authorised when it was opened.
-		return h, nil
-	}
-	return h, errPermissionDenied
-}
+// ErrAuthConfig is wrapped by every error NewAuth returns.
+var ErrAuthConfig = auth.ErrConfig
 
 // front runs the checks every JSON-RPC request passes before its body is
 // read: the request id, which it returns as a header, and authentication,
-// answering 401 itself. It returns r with the exchange in its context.
-func (s *Server) front(w http.ResponseWriter, r *http.Request) (*http.Request, *exchange, bool) {
-	x := &exchange{requestID: requestID(r.Header.Get(RequestIDHeader))}
-	w.Header().Set(RequestIDHeader, x.requestID)
+// answering 401 itself. It returns the request's exchange.
+func (s *Server) front(w http.ResponseWriter, r *http.Request) (*exchange, bool) {
+	x := &exchange{}
+	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
+	w.Header().Set(RequestIDHeader, x.RequestID)
 	if a := s.opts.Auth; a != nil {
-		id, fail := a.authenticate(r)
-		if fail != authOK {
+		id, fail := a.Authenticate(r)
+		if fail != auth.OK {
 			s.unauthorized(w, r, x, fail)
-			return nil, nil, false
+			return nil, false
 		}
-		x.id = id
+		x.id, x.Caller = id, id
 	}
-	return r.WithContext(context.WithValue(r.Context(), exchangeKey{}, x)), x, true
-}
-
-var authMessages = [...]string{
-	authMissing:   "authentication required: send Authorization: Bearer <token>, X-API-Key: <token> or a client certificate",
-	authInvalid:   "the credentials are not valid",
-	authMalformed: "the Authorization or X-API-Key header is malformed: send exactly one, as Authorization: Bearer <token> or X-API-Key: <token>",
+	return x, true
 }
 
 // unauthorized answers 401 with a Bearer challenge (RFC 6750) and a
 // JSON-RPC error as a gRPC UNAUTHENTICATED status is answered.
-func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchange, fail authFailure) {
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchange, fail auth.Failure) {
 	challenge := `Bearer realm=` + strconv.Quote(s.opts.AuthRealm)
 	switch fail {
-	case authInvalid:
+	case auth.Invalid:
 		challenge += `, error="invalid_token"`
-	case authMalformed:
+	case auth.Malformed:
 		challenge += `, error="invalid_request"`
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
@@ -133,9 +78,9 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchang
 		// read_timeout) to reuse the connection. Close it instead.
 		w.Header().Set("Connection", "close")
 	}
-	e := mapping.StatusError(status.New(codes.Unauthenticated, authMessages[fail]), nil)
-	s.refused(r.Context(), x, "unauthenticated", authReasons[fail])
-	writeJSON(w, http.StatusUnauthorized, appendError(nil, nullID, e))
+	e := mapping.StatusError(status.New(codes.Unauthenticated, fail.Message()), nil)
+	s.refused(r.Context(), x, "unauthenticated", fail.Reason())
+	writeJSON(w, http.StatusUnauthorized, wire.AppendError(nil, wire.NullID, e))
 }
 
 // requestID returns v when it is a usable request id (1 to 128 visible
@@ -156,22 +101,21 @@ func visibleASCII(v string) bool {
 	return true
 }
 
-// outgoing adds to the outgoing metadata of ctx what the bridge itself
-// tells the backend: the identity (always replacing whatever a client
-// forwarded under that key), the request id, the W3C trace context and the
-// client's address appended to x-forwarded-for, as a proxy does. peer is
-// the request's RemoteAddr.
-func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header, peer string) context.Context {
-	md, _ := metadata.FromOutgoingContext(ctx) // a copy, ours to change
+// outgoing adds to md, the metadata a request forwards, what the bridge
+// itself tells the backend: the identity (always replacing whatever a
+// client forwarded under that key), the request id, the W3C trace context
+// and the client's address appended to x-forwarded-for, as a proxy does.
+// peer is the request's RemoteAddr.
+func (s *Server) outgoing(md metadata.MD, x *exchange, h http.Header, peer string) metadata.MD {
 	if md == nil {
 		md = make(metadata.MD, 2)
 	}
 	key := s.opts.IdentityMetadataKey
 	delete(md, key)
 	if x.id != nil {
-		md[key] = []string{x.id.name}
+		md[key] = []string{x.id.Name()}
 	}
-	md["x-request-id"] = []string{x.requestID}
+	md["x-request-id"] = []string{x.RequestID}
 	delete(md, "traceparent")
 	delete(md, "tracestate")
 	if tp := h.Get("Traceparent"); validTraceparent(tp) {
@@ -181,8 +125,7 @@ func (s *Server) outgoing(ctx context.Context, x *exchange, h http.Header, peer 
 		}
 	}
 	md[xForwardedFor] = forwardedFor(md[xForwardedFor], peer)
-	x.md = md
-	return metadata.NewOutgoingContext(ctx, md)
+	return md
 }
 
 const xForwardedFor = "x-forwarded-for"

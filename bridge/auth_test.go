@@ -100,7 +100,7 @@ func newAuth(t testing.TB, extra ...bridge.Identity) *bridge.Auth {
 	t.Helper()
 	var ids []bridge.Identity
 	for _, c := range callers {
-		ids = append(ids, bridge.Identity{Name: c.name, Tokens: []string{bridge.HashToken(c.token)}, Allow: c.allow})
+		ids = append(ids, bridge.Identity{Name: c.name, Tokens: []string{hashToken(c.token)}, Allow: c.allow})
 	}
 	a, err := bridge.NewAuth(append(ids, extra...))
 	if err != nil {
@@ -440,7 +440,7 @@ func TestClientCertificates(t *testing.T) {
 }
 
 func TestNewAuthRefuses(t *testing.T) {
-	good := bridge.HashToken("t")
+	good := hashToken("t")
 	tests := []struct {
 		name string
 		ids  []bridge.Identity

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -23,7 +24,7 @@ const benchParams = `{"message":"hello from bench","sequence":"1234567890123","t
 // bench.v1.EchoService on loopback TCP, calling it through the direct path
 // (direct_calls: true, the default) or through grpc-go.
 func newEchoEnv(b testing.TB, direct bool) *env {
-	be := testserver.Start(b, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, Dial: bridge.DialOptions()})
+	be := testserver.Start(b, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, Dial: backend.DialOptions()})
 	conn := be.Conn()
 	reg, err := bridgereflect.Discover(b.Context(), conn)
 	if err != nil {
@@ -98,7 +99,7 @@ func BenchmarkEnvelope(b *testing.B) {
 // BenchmarkUnaryLoopback is one call over real loopback HTTP/1.1 to the
 // bridge and real loopback gRPC to the backend, as in production.
 func BenchmarkUnaryLoopback(b *testing.B) {
-	conn := testserver.Start(b, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, Dial: bridge.DialOptions()}).Conn()
+	conn := testserver.Start(b, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, Dial: backend.DialOptions()}).Conn()
 	reg, err := bridgereflect.Discover(b.Context(), conn)
 	if err != nil {
 		b.Fatal(err)

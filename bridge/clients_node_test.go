@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -56,7 +57,7 @@ func TestNodeClients(t *testing.T) {
 func newDemoEnv(t testing.TB) *env {
 	t.Helper()
 	be := testserver.Start(t, testserver.Options{Addr: testserver.Loopback,
-		Services: []testserver.Service{testserver.Notes, testserver.Greeter}, Dial: bridge.DialOptions()})
+		Services: []testserver.Service{testserver.Notes, testserver.Greeter}, Dial: backend.DialOptions()})
 	conn, addr := be.Conn(), be.Addr()
 	reg, err := bridgereflect.Discover(context.Background(), conn)
 	if err != nil {

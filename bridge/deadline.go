@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -24,22 +23,6 @@ const (
 )
 
 var errBadTimeout = errors.New("want a positive timeout")
-
-type timeoutKey struct{}
-
-// withCallTimeout makes every call under ctx use d instead of
-// Options.CallTimeout.
-func withCallTimeout(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, timeoutKey{}, d)
-}
-
-// callTimeout is the deadline of a call made under ctx.
-func (s *Server) callTimeout(ctx context.Context) time.Duration {
-	if d, ok := ctx.Value(timeoutKey{}).(time.Duration); ok {
-		return d
-	}
-	return s.opts.CallTimeout
-}
 
 // requestTimeout reads the timeout h asks for, capped at MaxCallTimeout.
 // ok is false when h asks for none; err names the bad header.

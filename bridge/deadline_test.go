@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"encoding/json"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 )
 
@@ -175,5 +176,38 @@ func TestClientDisconnectCancelsBackendCall(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the backend call was not cancelled within 10s of the client leaving")
+	}
+}
+
+// TestBatchDeadlineRule pins the one rule of a batch's deadlines: every
+// call's deadline (call_timeout, or the request's timeout) runs from when
+// that call starts. With batch_parallelism 2, the third of three calls
+// starts when one of the first two ends; it has the whole timeout too, on
+// the direct path (whose calls start in Groups) as on grpc-go's.
+func TestBatchDeadlineRule(t *testing.T) {
+	opts := bridge.Options{BatchParallelism: 2, CallTimeout: 2 * time.Second}
+	for _, tt := range []struct {
+		name string
+		env  func(testing.TB, bridge.Options) *env
+	}{{"direct", newEnv}, {"grpc-go", newEnvGRPCGo}} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := tt.env(t, opts)
+			sleep := `{"duration":"1.2s"}`
+			body := "[" + req("test.v1.TestService.Sleep", sleep, "1") + "," +
+				req("test.v1.TestService.Sleep", sleep, "2") + "," + req("test.v1.TestService.Sleep", sleep, "3") + "]"
+			code, b := postJSON(t, http.DefaultClient, e.url, body, nil)
+			if code != http.StatusOK {
+				t.Fatalf("HTTP %d %s", code, b)
+			}
+			var replies []map[string]any
+			if err := json.Unmarshal(b, &replies); err != nil || len(replies) != 3 {
+				t.Fatalf("replies %s: %v", b, err)
+			}
+			for _, r := range replies {
+				if r["error"] != nil {
+					t.Errorf("member %v failed: %v; each call's deadline must run from its own start", r["id"], r["error"])
+				}
+			}
+		})
 	}
 }

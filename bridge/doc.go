@@ -1,6 +1,61 @@
-// Package bridge serves JSON-RPC 2.0 over HTTP in front of a gRPC backend.
-// It owns the envelope, batches, notifications, dispatch and the HTTP
-// statuses. It does not read configuration or walk descriptors: it is given
-// a Catalog of methods and a gRPC connection, and maps messages through
-// package mapping.
+// Package bridge serves JSON-RPC 2.0 over HTTP and WebSocket in front of
+// gRPC backends. It is the HTTP face and the assembly point: it does not
+// read configuration or walk descriptors; it is given a Catalog of methods
+// and a gRPC connection (New, Update), and serves them (ServeHTTP).
+//
+// The packages below it, each with one job, imports pointing down only
+// (.ci/run holds the rule):
+//
+//	bridge            routes, the front door, headers -> Exchange, WebSocket
+//	bridge/auth       who calls and what they may call: identities, a Guard
+//	bridge/observe    metrics and the access log: a Guard, and refusals
+//	bridge/dispatch   the engine: a parsed message + an Exchange -> the reply
+//	bridge/wire       the JSON-RPC wire: Parse, replies, notifications, errors
+//	bridge/backend    Invoker (grpc-go | direct), statuses, DirectConn
+//	  internal/unary  the bridge's own HTTP/2 client
+//
+// The files of this package: http.go (routes, POST /, GET /openrpc.json),
+// origin.go (Host, Origin, CORS), auth_http.go (authentication at the
+// front door: 401, the Exchange's identity and metadata), metadata.go
+// (headers <-> metadata, fill: the one place headers become an Exchange),
+// deadline.go (timeout headers), limit.go (in-flight slots, rate limits,
+// bodies being read, WebSocket counts), compress.go (gzip both ways),
+// observe.go (refusals told to the observer), ws.go (GET /ws
+// connections, frames), stream_ws.go and stream_control.go (streams over
+// WebSocket and rpc.stream.*: the engine's Session), server.go (Options,
+// their defaults, New, Update, Handle), readiness.go (probes' details).
+//
+// # One unary call over POST /
+//
+//	http.go      ServeHTTP → origin.go checkOrigin → auth_http.go front
+//	             (request id, 401) → serveRPC → readBody (413, 408)
+//	metadata.go  fill (metadata, timeout, capture; 400) → 431 → limit.go enter (429)
+//	wire         Parse (-32700, -32600) → limit.go admit (rate limit: 429)
+//	dispatch     Run → single: prepare (resolve; Guard.Allow: auth;
+//	             params → backend.Call) → execute (deadline; Invoker.Invoke)
+//	backend      direct: internal/unary writes the frames and reads the reply;
+//	             grpc-go: rawCodec passes the wire bytes; Status for failures
+//	dispatch     finish (result or error) → settle (MaxResponseBytes;
+//	             Guard.Done: observe, metrics and the log line)
+//	http.go      writeCapture (response headers) → 200 or 204
+//
+// # One batch
+//
+// The same walk to dispatch.Run, then batch: every member is prepared once,
+// in order; unary members of a direct backend start in Groups that leave in
+// one write, the others run on BatchParallelism workers; each finishes and
+// settles like a single call against the batch's shared budget, and the
+// replies are joined in member order.
+//
+// # One WebSocket stream
+//
+//	http.go      ServeHTTP → front → ws.go serveWS (fill, 431, connection
+//	             counts, upgrade) → wsConn.serve: per frame wire.Parse once,
+//	             slots, dispatch (rpc.stream.* frames in the reader, in order;
+//	             others in a goroutine, after the in-flight slot and admit)
+//	dispatch     Run → prepare → Exchange.Session.Open, which is the frame's
+//	stream_ws.go open: grpc-go NewStream, sendLoop, recvLoop and pump write
+//	             rpc.stream.message and rpc.stream.end (wire) to the socket;
+//	             stream_control.go answers rpc.stream.send, close and cancel
+//	             (Session.Control).
 package bridge

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
@@ -205,7 +206,7 @@ func TestLocalStatusTextNeverReachesClients(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Discovered from a real backend, called at the impostor.
-			bad, err := grpc.NewClient(lis.Addr().String(), append(bridge.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+			bad, err := grpc.NewClient(lis.Addr().String(), append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 			if err != nil {
 				t.Fatal(err)
 			}

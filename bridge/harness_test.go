@@ -3,6 +3,8 @@ package bridge_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,13 +15,14 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 // env is a bridge in front of a real gRPC backend on loopback TCP, whose
-// unary calls take the direct path (bridge.DirectConn), as in production.
+// unary calls take the direct path (backend.DirectConn), as in production.
 // testClient is the HTTP client of the tests: a transport of its own,
 // because httptest.Server.Close closes the idle connections of
 // http.DefaultTransport, which would break the requests of tests running
@@ -37,7 +40,7 @@ type env struct {
 // bufconn listener and returns a client connection to it.
 func startBackend(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grpc.ClientConn) {
 	t.Helper()
-	b := testserver.Start(t, testserver.Options{Server: opts, Dial: bridge.DialOptions()})
+	b := testserver.Start(t, testserver.Options{Server: opts, Dial: backend.DialOptions()})
 	return b.Test(), b.Conn()
 }
 
@@ -45,15 +48,15 @@ func startBackend(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grp
 // the backend's address too.
 func startBackendTCP(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grpc.ClientConn, string) {
 	t.Helper()
-	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: opts, Dial: bridge.DialOptions()})
+	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: opts, Dial: backend.DialOptions()})
 	return b.Test(), b.Conn(), b.Addr()
 }
 
 // directConn gives conn, a connection to addr, the bridge's direct path
 // for unary calls.
-func directConn(t testing.TB, conn *grpc.ClientConn, addr string) *bridge.DirectConn {
+func directConn(t testing.TB, conn *grpc.ClientConn, addr string) *backend.DirectConn {
 	t.Helper()
-	d, err := bridge.NewDirectConn(conn, addr, bridge.DirectOptions{})
+	d, err := backend.NewDirectConn(conn, addr, backend.DirectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,4 +219,10 @@ func errCode(t testing.TB, r map[string]any) int64 {
 	}
 	n, _ := eo["code"].(json.Number).Int64()
 	return n
+}
+
+// hashToken is the digest of token in the form Identity.Tokens takes.
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -19,8 +20,9 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // maxPooled keeps one huge request from pinning its buffer forever.
 const maxPooled = 1 << 20
 
-// ServeHTTP serves JSON-RPC at POST / and over WebSocket at GET /ws, liveness at GET /healthz and
-// readiness at GET /readyz.
+// ServeHTTP serves JSON-RPC at POST / and over WebSocket at GET /ws, the
+// OpenRPC document at GET /openrpc.json, metrics at GET /metrics, liveness
+// at GET /healthz and readiness at GET /readyz.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -28,7 +30,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			s.log.Error("panic in HTTP handler", "panic", p, "stack", string(debug.Stack()))
-			writeJSON(w, http.StatusOK, appendError(nil, nullID, errInternal))
+			writeJSON(w, http.StatusOK, wire.AppendError(nil, wire.NullID, wire.Internal))
 		}
 	}()
 	if !s.checkOrigin(w, r) { // Host, Origin and CORS: see origin.go
@@ -38,12 +40,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/":
 		if acceptsGzip(r) {
 			s.gzipRPC.ServeHTTP(w, r)
-		} else if r, x, ok := s.front(w, r); ok {
+		} else if x, ok := s.front(w, r); ok {
 			s.serveRPC(w, r, x)
 		}
 	case "/ws":
-		if r, _, ok := s.front(w, r); ok {
-			s.serveWS(w, r)
+		if x, ok := s.front(w, r); ok {
+			s.serveWS(w, r, x)
 		}
 	case "/openrpc.json":
 		s.gzipDocument.ServeHTTP(w, r)
@@ -72,13 +74,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // POST / (for clients that ask) and GET /openrpc.json.
 func (s *Server) compressible() {
 	s.gzipRPC = gzipReplies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r, x, ok := s.front(w, r); ok {
+		if x, ok := s.front(w, r); ok {
 			s.serveRPC(w, r, x)
 		}
 	}))
 	s.gzipDocument = gzipReplies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r, _, ok := s.front(w, r); ok {
-			s.serveDocument(w, r)
+		if x, ok := s.front(w, r); ok {
+			s.serveDocument(w, r, x)
 		}
 	}))
 }
@@ -100,11 +102,10 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		s.refused(r.Context(), x, "method_not_allowed", r.Method)
-		writeJSON(w, http.StatusMethodNotAllowed, appendError(nil, nullID,
-			invalidRequest("JSON-RPC calls are sent with HTTP POST")))
+		writeJSON(w, http.StatusMethodNotAllowed, wire.AppendError(nil, wire.NullID,
+			wire.InvalidRequest("JSON-RPC calls are sent with HTTP POST")))
 		return
 	}
-	x.single = true
 	if r.ContentLength > s.opts.MaxBodyBytes {
 		s.tooLarge(w, r, x)
 		return
@@ -116,14 +117,12 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if !s.readBody(w, r, x, rc, in) {
 		return
 	}
-	ctx, capture, err := s.requestContext(r, in.Bytes())
-	if err != nil {
+	if err := s.fill(r, x, singleCall(in.Bytes())); err != nil {
 		s.refused(r.Context(), x, "bad_header", err.Error())
-		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID, invalidRequest(err.Error())))
+		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(err.Error())))
 		return
 	}
-	ctx = s.outgoing(ctx, x, r.Header, r.RemoteAddr)
-	if reason, e := s.metadataTooLarge(MetadataSize(x.md)); e != nil {
+	if reason, e := s.metadataTooLarge(MetadataSize(x.Metadata)); e != nil {
 		s.refused(r.Context(), x, "metadata_too_large", reason)
 		refuseMetadata(w, e)
 		return
@@ -137,14 +136,21 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	out := bufPool.Get().(*bytes.Buffer)
 	defer putBuf(out)
 	out.Reset()
-	reply := s.Handle(ctx, in.Bytes(), out.AvailableBuffer())
+	var msg wire.Message
+	var reply []byte
+	var limited *refusal
+	if e := wire.Parse(in.Bytes(), s.opts.MaxBatchSize, &msg); e != nil {
+		reply = wire.AppendError(out.AvailableBuffer(), wire.NullID, e)
+	} else if limited = s.admit(x, msg.Len()); limited == nil {
+		reply = s.run(r.Context(), &msg, &x.Exchange, out.AvailableBuffer())
+	}
 	s.startReply(rc)
 	defer s.endReply(rc, r)
-	if x.limited != nil {
-		s.tooMany(w, r, x, x.limited)
+	if limited != nil {
+		s.tooMany(w, r, x, limited)
 		return
 	}
-	capture.writeTo(w.Header(), s.md.response)
+	writeCapture(w.Header(), x.Capture, s.md.response)
 	if len(reply) == 0 {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -175,7 +181,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, r
 		s.doneReading(r, key)
 		s.refused(r.Context(), x, "bad_encoding", r.Header.Get("Content-Encoding"))
 		w.Header().Set("Accept-Encoding", "gzip, identity") // RFC 7694
-		writeJSON(w, http.StatusUnsupportedMediaType, appendError(nil, nullID, invalidRequest(
+		writeJSON(w, http.StatusUnsupportedMediaType, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(
 			"the request body's Content-Encoding is not gzip or identity")))
 		return false
 	}
@@ -196,21 +202,21 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, r
 		s.tooLarge(w, r, x)
 	case errors.Is(err, errBadEncoding):
 		s.refused(r.Context(), x, "bad_encoding", "not gzip")
-		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID,
-			&mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": " + errBadEncoding.Error()}))
+		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID,
+			&mapping.Error{Code: mapping.CodeParseError, Message: wire.MsgParseError + ": " + errBadEncoding.Error()}))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		s.refused(r.Context(), x, "body_timeout", "")
 		if r.ProtoMajor == 1 {
 			w.Header().Set("Connection", "close")
 		}
-		writeJSON(w, http.StatusRequestTimeout, appendError(nil, nullID, invalidRequest(
+		writeJSON(w, http.StatusRequestTimeout, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(
 			"the request body did not arrive within "+setting+" ("+limit.String()+")")))
 	default:
 		// The client stopped sending; there is nobody to read a reply.
 		s.log.Debug("cannot read a request body", "error", err)
 		s.refused(r.Context(), x, "unreadable_body", err.Error())
-		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID,
-			&mapping.Error{Code: mapping.CodeParseError, Message: msgParseError + ": the request body could not be read"}))
+		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID,
+			&mapping.Error{Code: mapping.CodeParseError, Message: wire.MsgParseError + ": the request body could not be read"}))
 	}
 	return false
 }
@@ -238,7 +244,7 @@ func (s *Server) endReply(rc *http.ResponseController, r *http.Request) {
 // by its Content-Length or as it is read.
 func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, x *exchange) {
 	s.refused(r.Context(), x, "body_too_large", "")
-	writeJSON(w, http.StatusRequestEntityTooLarge, appendError(nil, nullID, invalidRequest(
+	writeJSON(w, http.StatusRequestEntityTooLarge, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(
 		"the request body is larger than max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)")))
 }
 
@@ -257,3 +263,25 @@ func writeJSON(w http.ResponseWriter, code int, body []byte) {
 }
 
 var jsonContentType = []string{"application/json"}
+
+// serveDocument answers GET /openrpc.json with the document the caller
+// of x may see. Its refusals are counted and logged.
+func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request, x *exchange) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		s.refused(r.Context(), x, "method_not_allowed", r.Method)
+		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method not allowed"}`))
+		return
+	}
+	doc, e := s.engine.Document(&x.Exchange)
+	if doc == nil {
+		detail := ""
+		if e == nil { // discovered, but the document could not be rendered, as logged
+			detail = "the OpenRPC document could not be rendered"
+		}
+		s.refused(r.Context(), x, "not_discovered", detail)
+		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"error":"the backend's services are not discovered yet"}`))
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
+}

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	"hash/maphash"
 	"math"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -42,7 +42,7 @@ func newGuard(opts Options) *guard {
 	if opts.RateLimit > 0 {
 		n := 1
 		if opts.Auth != nil {
-			n = len(opts.Auth.ids)
+			n = opts.Auth.Len()
 		}
 		for range n {
 			g.limiters = append(g.limiters, rate.NewLimiter(rate.Limit(opts.RateLimit), opts.RateBurst))
@@ -59,7 +59,7 @@ func (g *guard) limiter(x *exchange) *rate.Limiter {
 	case x.id == nil:
 		return g.limiters[0]
 	}
-	return g.limiters[x.id.index]
+	return g.limiters[x.id.Index()]
 }
 
 // refusal is a request refused before any of its calls ran: HTTP 429.
@@ -83,7 +83,7 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, x *exchange) bool
 		s.tooMany(w, r, x, rateRefusal(lim, 1))
 		return false
 	}
-	s.opts.Metrics.requestStarted()
+	s.opts.Metrics.RequestStarted()
 	return true
 }
 
@@ -105,43 +105,32 @@ func (s *Server) inFlightRefusal() *refusal {
 func (s *Server) leave() {
 	s.guard.inFlight.Add(-1)
 	s.guard.served.Add(1)
-	s.opts.Metrics.requestDone()
+	s.opts.Metrics.RequestDone()
 }
 
-// admit takes n calls' worth of tokens from the caller's rate limiter and
-// returns dst, true when there are enough. Otherwise nothing of the
-// message runs: over HTTP POST the refusal is kept in the exchange for the
-// transport to answer 429 and dst comes back as it was; over other
-// transports (WebSocket) the reply is a RESOURCE_EXHAUSTED error.
-func (s *Server) admit(ctx context.Context, dst []byte, n int) ([]byte, bool) {
-	x := exchangeFrom(ctx)
-	if x == nil {
-		return dst, true
-	}
+// admit takes n calls' worth of tokens from the rate limiter of the
+// caller of x, or returns the refusal when there are not enough: nothing
+// of the message runs then. HTTP and WebSocket both ask it, after parsing
+// a message and before running it: over HTTP POST the refusal is 429, over
+// WebSocket a RESOURCE_EXHAUSTED error for each call of the frame.
+func (s *Server) admit(x *exchange, n int) *refusal {
 	lim := s.guard.limiter(x)
 	if lim == nil {
-		return dst, true
+		return nil
 	}
 	now := time.Now()
 	res := lim.ReserveN(now, n)
 	if res.OK() && res.DelayFrom(now) == 0 {
-		return dst, true
+		return nil
 	}
-	var ref *refusal
 	if !res.OK() {
-		ref = &refusal{reason: "rate_limit", retryAfter: time.Second,
+		return &refusal{reason: "rate_limit", retryAfter: time.Second,
 			message: "a batch of " + strconv.Itoa(n) + " calls is more than rate_burst (" + strconv.Itoa(lim.Burst()) + ") allows at once"}
-	} else {
-		ref = rateRefusal(lim, n)
-		ref.retryAfter = res.DelayFrom(now)
-		res.CancelAt(now)
 	}
-	if x.single {
-		x.limited = ref
-		return dst, false
-	}
-	s.opts.Metrics.refusal(ref.reason)
-	return appendError(dst, nullID, mapping.StatusError(status.New(codes.ResourceExhausted, ref.message), nil)), false
+	ref := rateRefusal(lim, n)
+	ref.retryAfter = res.DelayFrom(now)
+	res.CancelAt(now)
+	return ref
 }
 
 func rateRefusal(lim *rate.Limiter, n int) *refusal {
@@ -160,7 +149,7 @@ func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, x *exchange, re
 	secs := max(1, int64(math.Ceil(ref.retryAfter.Seconds())))
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	s.refused(r.Context(), x, ref.reason, "")
-	writeJSON(w, http.StatusTooManyRequests, appendError(nil, nullID,
+	writeJSON(w, http.StatusTooManyRequests, wire.AppendError(nil, wire.NullID,
 		mapping.StatusError(status.New(codes.ResourceExhausted, ref.message), nil)))
 }
 
@@ -224,7 +213,7 @@ func (t *tally) give(key string) {
 // identity, or with authentication off its IP address.
 func clientKey(r *http.Request, x *exchange) string {
 	if x != nil && x.id != nil {
-		return x.id.name
+		return x.id.Name()
 	}
 	addr := r.RemoteAddr
 	if i := strings.LastIndexByte(addr, ':'); i > 0 {

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -9,9 +8,10 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -100,10 +100,10 @@ func (r *metadataRules) key(name string) (string, bool) {
 	return key, ok
 }
 
-// outgoing returns ctx carrying the metadata h forwards, or ctx itself
-// when it forwards none. A -bin value that is not base64, or another value
-// gRPC cannot carry, is the client's error.
-func (r *metadataRules) outgoing(ctx context.Context, h http.Header) (context.Context, error) {
+// forwarded returns the metadata h forwards, nil when none. A -bin value
+// that is not base64, or another value gRPC cannot carry, is the client's
+// error.
+func (r *metadataRules) forwarded(h http.Header) (metadata.MD, error) {
 	var md metadata.MD
 	for name, values := range h {
 		key, ok := r.key(name)
@@ -117,19 +117,16 @@ func (r *metadataRules) outgoing(ctx context.Context, h http.Header) (context.Co
 			if strings.HasSuffix(key, "-bin") {
 				b, err := decodeBinary(v)
 				if err != nil {
-					return ctx, fmt.Errorf("the %s header is not base64", name)
+					return nil, fmt.Errorf("the %s header is not base64", name)
 				}
 				v = string(b)
 			} else if !printable(v) {
-				return ctx, fmt.Errorf("the %s header has characters gRPC metadata cannot carry", name)
+				return nil, fmt.Errorf("the %s header has characters gRPC metadata cannot carry", name)
 			}
 			md[key] = append(md[key], v)
 		}
 	}
-	if md == nil {
-		return ctx, nil
-	}
-	return metadata.NewOutgoingContext(ctx, md), nil
+	return md, nil
 }
 
 // connectionOption reports whether the Connection header of h names the
@@ -198,41 +195,24 @@ func (s *Server) metadataTooLarge(size int64) (string, *mapping.Error) {
 	reason := "request metadata is " + n + " bytes, over max_metadata_bytes (" + limit + ")"
 	return reason, &mapping.Error{
 		Code:    mapping.CodeInvalidRequest,
-		Message: msgInvalidRequest + ": " + reason,
+		Message: wire.MsgInvalidRequest + ": " + reason,
 		Data:    []byte(`{"setting":"max_metadata_bytes","limit":` + limit + `,"size":` + n + `}`),
 	}
 }
 
 // refuseMetadata answers 431 with e, from metadataTooLarge.
 func refuseMetadata(w http.ResponseWriter, e *mapping.Error) {
-	writeJSON(w, http.StatusRequestHeaderFieldsTooLarge, appendError(nil, nullID, e))
+	writeJSON(w, http.StatusRequestHeaderFieldsTooLarge, wire.AppendError(nil, wire.NullID, e))
 }
 
-// captured holds the backend's response metadata of one call.
-type captured struct {
-	header, trailer metadata.MD
-}
-
-type captureKey struct{}
-
-// callOptions returns the options that capture the backend's response
-// metadata when ctx asks for it, and nil otherwise (the common case).
-func callOptions(ctx context.Context) []grpc.CallOption {
-	c, _ := ctx.Value(captureKey{}).(*captured)
-	if c == nil {
-		return nil
-	}
-	return []grpc.CallOption{grpc.Header(&c.header), grpc.Trailer(&c.trailer)}
-}
-
-// writeTo sets the allowed response metadata of c as HTTP headers on h;
-// -bin values are base64 encoded. A nil c sets nothing.
-func (c *captured) writeTo(h http.Header, keys []string) {
+// writeCapture sets the allowed response metadata of c as HTTP headers
+// on h; -bin values are base64 encoded. A nil c sets nothing.
+func writeCapture(h http.Header, c *dispatch.Capture, keys []string) {
 	if c == nil {
 		return
 	}
 	for _, key := range keys {
-		values := append(c.header.Get(key), c.trailer.Get(key)...)
+		values := append(c.Header.Get(key), c.Trailer.Get(key)...)
 		if len(values) == 0 {
 			continue
 		}
@@ -248,36 +228,38 @@ func (c *captured) writeTo(h http.Header, keys []string) {
 	}
 }
 
-// requestContext is the context of the calls of r, whose body is body:
-// r's context (cancelled when the client goes away) with the metadata r
-// forwards, the timeout it asks for and, for a single call when response
-// headers are configured, a place to capture the backend's metadata.
-func (s *Server) requestContext(r *http.Request, body []byte) (context.Context, *captured, error) {
-	ctx, err := s.md.outgoing(r.Context(), r.Header)
+// fill completes x, the exchange of r, with what its calls carry: the
+// metadata r forwards and the bridge adds (identity, request id, trace
+// context, x-forwarded-for), the timeout it asks for and, when single (a
+// POST whose body is one call) and response headers are configured, a
+// place to capture the backend's metadata. An error names the header the
+// client got wrong. It is the one place headers become an Exchange, for
+// POST / and GET /ws alike.
+func (s *Server) fill(r *http.Request, x *exchange, single bool) error {
+	md, err := s.md.forwarded(r.Header)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	d, ok, err := s.requestTimeout(r.Header)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	if ok {
-		ctx = withCallTimeout(ctx, d)
+		x.Timeout = d
 	}
-	var c *captured
-	if len(s.md.response) > 0 && singleCall(body) {
-		c = new(captured)
-		ctx = context.WithValue(ctx, captureKey{}, c)
+	x.Metadata = s.outgoing(md, x, r.Header, r.RemoteAddr)
+	if single && len(s.md.response) > 0 {
+		x.Capture = new(dispatch.Capture)
 	}
-	return ctx, c, nil
+	return nil
 }
 
 // singleCall reports whether body looks like one request object rather
 // than a batch.
 func singleCall(body []byte) bool {
-	i := skipSpace(body, 0)
+	i := wire.SkipSpace(body, 0)
 	if len(body) >= i+3 && body[i] == 0xEF && body[i+1] == 0xBB && body[i+2] == 0xBF {
-		i = skipSpace(body, i+3)
+		i = wire.SkipSpace(body, i+3)
 	}
 	return i < len(body) && body[i] == '{'
 }

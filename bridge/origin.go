@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"net/http"
 	"net/textproto"
 	"path"
@@ -264,16 +265,17 @@ const maxQuoted = 128
 // (what, the header's value v) and counts and logs it under reason; key is
 // the setting that would allow it.
 func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, reason, what, v, key string) {
-	x := &exchange{requestID: requestID(r.Header.Get(RequestIDHeader))}
-	w.Header().Set(RequestIDHeader, x.requestID)
+	x := &exchange{}
+	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
+	w.Header().Set(RequestIDHeader, x.RequestID)
 	s.refused(r.Context(), x, reason, v)
 	if len(v) > maxQuoted {
 		v = v[:maxQuoted]
 	}
 	msg := what + " " + strconv.Quote(v) + " is not allowed (see " + key + ")"
 	if r.URL.Path == "/" {
-		writeJSON(w, http.StatusForbidden, appendError(nil, nullID, invalidRequest(msg)))
+		writeJSON(w, http.StatusForbidden, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(msg)))
 		return
 	}
-	writeJSON(w, http.StatusForbidden, append(appendString([]byte(`{"error":`), msg), '}'))
+	writeJSON(w, http.StatusForbidden, append(wire.AppendString([]byte(`{"error":`), msg), '}'))
 }

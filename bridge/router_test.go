@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
@@ -17,8 +18,8 @@ import (
 // its own.
 func TestRouterCallsEachMethodOnItsBackend(t *testing.T) {
 	ts := testv1.NewServer()
-	tests := testserver.Start(t, testserver.Options{Services: []testserver.Service{testserver.Test(ts)}, Dial: bridge.DialOptions()}).Conn()
-	greeter := testserver.Start(t, testserver.Options{Services: []testserver.Service{testserver.Greeter}, Dial: bridge.DialOptions()}).Conn()
+	tests := testserver.Start(t, testserver.Options{Services: []testserver.Service{testserver.Test(ts)}, Dial: backend.DialOptions()}).Conn()
+	greeter := testserver.Start(t, testserver.Options{Services: []testserver.Service{testserver.Greeter}, Dial: backend.DialOptions()}).Conn()
 	var parts []bridgereflect.Part
 	for name, conn := range map[string]*grpc.ClientConn{"tests": tests, "greeter": greeter} {
 		reg, err := bridgereflect.Discover(t.Context(), conn)

@@ -5,10 +5,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/observe"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -275,23 +280,51 @@ type Server struct {
 	// replies compressed for the clients that ask (compress.go).
 	gzipRPC, gzipDocument http.Handler
 
-	conn  grpc.ClientConnInterface
-	opts  Options
-	log   *slog.Logger
-	md    metadataRules
-	table atomic.Pointer[table] // nil until the first Update
-	ws    wsConns               // the open WebSocket connections
-	guard *guard                // in-flight count, rate limiters, draining
+	engine *dispatch.Engine
+	opts   Options
+	log    *slog.Logger
+	md     metadataRules
+	ws     wsConns // the open WebSocket connections
+	guard  *guard  // in-flight count, rate limiters, draining
+	// observer records calls (as a Guard of the engine) and refusals.
+	observer observe.Observer
 	// origins are the Host and Origin checks and the CORS answers.
 	origins *originRules
 }
+
+// A Catalog is one discovered snapshot of the backend's methods; a
+// Router one whose methods live on several backends (see package
+// dispatch).
+type (
+	Catalog = dispatch.Catalog
+	Router  = dispatch.Router
+)
 
 // New returns a Server that calls the backend through conn. It answers
 // calls with code 14 (UNAVAILABLE) until Update gives it a Catalog. conn
 // may be nil when every Catalog routes its methods (see Router).
 func New(conn grpc.ClientConnInterface, opts Options) *Server {
 	opts = opts.withDefaults()
-	s := &Server{conn: conn, opts: opts, log: opts.Logger, md: newMetadataRules(opts.Metadata), guard: newGuard(opts)}
+	s := &Server{opts: opts, log: opts.Logger, md: newMetadataRules(opts.Metadata), guard: newGuard(opts)}
+	var guards []dispatch.Binder
+	if opts.Auth != nil {
+		guards = append(guards, auth.Binder{Auth: opts.Auth,
+			Render: func(c dispatch.Catalog) []byte { return s.engine.RenderDocument(c) }})
+	}
+	if s.observer = (observe.Observer{Metrics: opts.Metrics, Log: opts.AccessLog}); s.observer.On() {
+		guards = append(guards, s.observer)
+	}
+	s.engine = dispatch.New(conn, dispatch.Options{
+		BatchParallelism:  opts.BatchParallelism,
+		CallTimeout:       opts.CallTimeout,
+		MaxResponseBytes:  opts.MaxResponseBytes,
+		MaxStreamMessages: opts.MaxStreamMessages,
+		MaxStreamBytes:    opts.MaxStreamBytes,
+		EmitUnpopulated:   opts.EmitUnpopulated,
+		Document:          opts.Document,
+		Logger:            opts.Logger,
+		Guards:            guards,
+	})
 	s.origins = newOriginRules(opts)
 	s.compressible()
 	return s
@@ -299,16 +332,36 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 
 // Update prepares every method of c for calls and then swaps it in at
 // once: calls that started before keep the table they started with.
-func (s *Server) Update(c Catalog) {
-	s.table.Store(newTable(c, s.conn, s.opts))
-}
+func (s *Server) Update(c Catalog) { s.engine.Update(c) }
 
 // Ready reports whether the backend's methods have been discovered.
-func (s *Server) Ready() bool { return s.table.Load() != nil }
+func (s *Server) Ready() bool { return s.engine.Table() != nil }
 
-// Handle answers one JSON-RPC message (a request or a batch) read from any
-// transport. It appends the reply to dst and returns it; a result of the
-// same length as dst means there is nothing to reply.
+// Handle answers one JSON-RPC message (a request or a batch) that came
+// through no front door: no identity (with authentication on, it may call
+// nothing), no limits of the front door; the outgoing metadata of ctx go
+// to the backend. It appends the reply to dst and returns it; a result of
+// the same length as dst means there is nothing to reply.
 func (s *Server) Handle(ctx context.Context, body, dst []byte) []byte {
-	return s.handle(ctx, s.table.Load(), body, dst)
+	var msg wire.Message
+	if e := wire.Parse(body, s.opts.MaxBatchSize, &msg); e != nil {
+		return wire.AppendError(dst, wire.NullID, e)
+	}
+	x := &noExchange // read only: Run changes only Capture, which it has not
+	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		x = &dispatch.Exchange{Metadata: md}
+	}
+	return s.run(ctx, &msg, x, dst)
+}
+
+// noExchange is the Exchange of the messages of Handle that carry no
+// metadata.
+var noExchange dispatch.Exchange
+
+// run runs msg, which the caller's rate limit admitted, with x.
+func (s *Server) run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte {
+	if msg.Batch {
+		s.opts.Metrics.Batch(msg.Len())
+	}
+	return s.engine.Run(ctx, msg, x, dst)
 }

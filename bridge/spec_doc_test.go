@@ -21,6 +21,8 @@ func TestSpecComplianceNamesRealTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	more, _ := filepath.Glob(filepath.Join("..", "cmd", "*", "*_test.go"))
+	sub, _ := filepath.Glob(filepath.Join("*", "*_test.go")) // bridge's own packages
+	more = append(more, sub...)
 	var src strings.Builder
 	for _, f := range append(files, more...) {
 		b, err := os.ReadFile(f)

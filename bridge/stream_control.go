@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -18,40 +20,39 @@ type controlParams struct {
 }
 
 // control answers a call of rpc.stream.send, rpc.stream.close or
-// rpc.stream.cancel on c. A notification gets no reply, as always.
-func (c *wsConn) control(r *request, dst []byte) []byte {
-	method := string(r.method)
+// rpc.stream.cancel on c, and returns the reply's code. A notification
+// gets no reply, as always.
+func (c *wsConn) control(r *wire.Request, dst []byte) ([]byte, mapping.Code) {
+	method := string(r.Method)
 	var reply func(p *controlParams) ([]byte, *mapping.Error)
 	switch method {
-	case methodSend:
+	case wire.MethodSend:
 		reply = c.send
-	case methodClose:
+	case wire.MethodClose:
 		reply = c.closeSend
-	case methodCancel:
+	case wire.MethodCancel:
 		reply = c.cancelStream
 	default:
-		if r.notification() {
-			return dst
+		e := wire.MethodNotFound(r.Method, "the stream methods a client calls are rpc.stream.send, rpc.stream.close and rpc.stream.cancel")
+		if r.Notification() {
+			return dst, e.Code
 		}
-		e := &mapping.Error{Code: mapping.CodeMethodNotFound, Message: msgMethodNotFound}
-		data := append([]byte(`{"method":`), quote(r.method)...)
-		e.Data = append(data, `,"reason":"the stream methods a client calls are rpc.stream.send, rpc.stream.close and rpc.stream.cancel"}`...)
-		return appendError(dst, r.id, e)
+		return wire.AppendError(dst, r.ID, e), e.Code
 	}
-	p, e := parseControl(r.params, method == methodSend)
+	p, e := parseControl(r.Params, method == wire.MethodSend)
 	var result []byte
 	if e == nil {
 		result, e = reply(p)
 	}
 	switch {
-	case r.notification():
-		return dst
+	case e != nil && r.Notification():
+		return dst, e.Code
 	case e != nil:
-		return appendError(dst, r.id, e)
+		return wire.AppendError(dst, r.ID, e), e.Code
+	case r.Notification():
+		return dst, 0
 	}
-	dst = appendResultHead(dst, r.id)
-	dst = append(dst, result...)
-	return append(dst, '}')
+	return wire.AppendResult(dst, r.ID, result), 0
 }
 
 // parseControl reads the params of a stream method; message tells whether
@@ -59,7 +60,7 @@ func (c *wsConn) control(r *request, dst []byte) []byte {
 func parseControl(params []byte, message bool) (*controlParams, *mapping.Error) {
 	var p controlParams
 	var n int
-	switch i := skipSpace(params, 0); {
+	switch i := wire.SkipSpace(params, 0); {
 	case i < len(params) && params[i] == '{':
 		d := json.NewDecoder(bytes.NewReader(params))
 		d.DisallowUnknownFields()
@@ -96,35 +97,26 @@ func parseControl(params []byte, message bool) (*controlParams, *mapping.Error) 
 }
 
 func controlInvalid(message bool) *mapping.Error {
-	reason := `params must be {"stream": "<id>"}`
 	if message {
-		reason = `params must be {"stream": "<id>", "message": {<request message>}}`
+		return wire.InvalidParams(`params must be {"stream": "<id>", "message": {<request message>}}`)
 	}
-	data := append([]byte(`{"reason":`), appendString(nil, reason)...)
-	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+	return wire.InvalidParams(`params must be {"stream": "<id>"}`)
 }
 
 // noStream answers a stream method naming a stream that is not open on
 // the connection: it never was, or it has ended.
 func noStream(id string) *mapping.Error {
-	reason := "no open stream " + quote([]byte(id)) + " on this connection; it may have ended"
-	data := append([]byte(`{"stream":`), appendString(nil, id)...)
-	data = append(data, `,"reason":`...)
-	data = appendString(data, reason)
-	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+	return wire.InvalidParams("no open stream "+wire.Quote([]byte(id))+" on this connection; it may have ended", "stream", id)
 }
 
 // takesNone answers rpc.stream.send and rpc.stream.close on a stream that
 // was opened with all its request messages.
 func takesNone(st *stream) *mapping.Error {
-	reason := "stream " + quote([]byte(st.id)) + " was opened with all its request messages and takes no more"
-	if st.h.kind == serverStream {
-		reason = "stream " + quote([]byte(st.id)) + " is of a server-streaming method, which takes one request message"
+	reason := "stream " + wire.Quote([]byte(st.id)) + " was opened with all its request messages and takes no more"
+	if st.h.Kind == dispatch.ServerStream {
+		reason = "stream " + wire.Quote([]byte(st.id)) + " is of a server-streaming method, which takes one request message"
 	}
-	data := append([]byte(`{"stream":`), appendString(nil, st.id)...)
-	data = append(data, `,"reason":`...)
-	data = appendString(data, reason)
-	return &mapping.Error{Code: mapping.CodeInvalidParams, Message: msgInvalidParams + ": " + reason, Data: append(data, '}')}
+	return wire.InvalidParams(reason, "stream", st.id)
 }
 
 // send queues the message of p on its stream: rpc.stream.send.
@@ -136,7 +128,7 @@ func (c *wsConn) send(p *controlParams) ([]byte, *mapping.Error) {
 	if st.sendq == nil {
 		return nil, takesNone(st)
 	}
-	m, e := st.h.codec.RequestMember("message", p.Message)
+	m, e := st.h.Codec.RequestMember("message", p.Message)
 	if e != nil {
 		return nil, e
 	}
@@ -146,7 +138,7 @@ func (c *wsConn) send(p *controlParams) ([]byte, *mapping.Error) {
 	case st.ended:
 		return nil, noStream(p.Stream)
 	case st.closed:
-		return nil, bridgeStatus(codes.FailedPrecondition, "STREAM_HALF_CLOSED",
+		return nil, wire.Status(codes.FailedPrecondition, "STREAM_HALF_CLOSED",
 			"the stream's sending side is closed (rpc.stream.close was called)")
 	}
 	n := int64(len(p.Message))
@@ -172,7 +164,7 @@ func (c *wsConn) sendBufferFull(limit string) *mapping.Error {
 	case "ws_buffer_bytes":
 		value = strconv.FormatInt(c.s.opts.WSBufferBytes, 10)
 	}
-	return bridgeStatus(codes.ResourceExhausted, "SEND_BUFFER_FULL",
+	return wire.Status(codes.ResourceExhausted, "SEND_BUFFER_FULL",
 		"the backend has not taken the stream's earlier messages yet; send this one again after a reply to an earlier send",
 		"limit", limit, "value", value)
 }

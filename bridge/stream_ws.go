@@ -11,9 +11,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -30,10 +34,10 @@ var (
 // the socket, then the end notification.
 type stream struct {
 	id     string
-	h      *handle
-	t      *table
+	h      *dispatch.Method
+	t      *dispatch.Table
 	cs     grpc.ClientStream
-	origin *statusOrigin // where the stream's status comes from
+	origin *backend.Origin // where the stream's status comes from
 	cancel context.CancelCauseFunc
 	out    chan []byte   // message notifications waiting for the socket
 	end    []byte        // the end notification; set before out is closed
@@ -69,27 +73,28 @@ type wsBuffered struct {
 }
 
 // open starts a stream for the call r of h and appends the reply that
-// carries its id.
-func (c *wsConn) open(f *wsFrame, t *table, h *handle, r *request, dst []byte) []byte {
+// carries its id, or its error; it returns the reply's code.
+func (c *wsConn) open(f *wsFrame, t *dispatch.Table, h *dispatch.Method, r *wire.Request, dst []byte) ([]byte, mapping.Code) {
 	var initial []proto.Message
-	if h.kind == serverStream || r.params != nil {
+	if h.Kind == dispatch.ServerStream || r.Params != nil {
 		var e *mapping.Error
-		if initial, e = requestMessages(h, r.params); e != nil {
-			return appendError(dst, r.id, e)
+		if initial, e = dispatch.RequestMessages(h, r.Params); e != nil {
+			return wire.AppendError(dst, r.ID, e), e.Code
 		}
 	}
 	id, ok := c.reserve()
 	if !ok {
-		return appendError(dst, r.id, c.tooManyStreams())
+		e := c.tooManyStreams()
+		return wire.AppendError(dst, r.ID, e), e.Code
 	}
-	ctx, cancel := context.WithCancelCause(c.ctx)
-	ctx, origin := withOrigin(ctx)
-	cs, err := h.conn.NewStream(ctx, h.desc, h.path)
+	ctx, cancel := context.WithCancelCause(metadata.NewOutgoingContext(c.ctx, c.x.Metadata))
+	ctx, origin := backend.WithOrigin(ctx)
+	cs, err := h.Conn.NewStream(ctx, h.Desc, h.Path)
 	if err != nil {
-		e := c.s.statusError(ctx, h, err, false, t.resolver)
+		e := c.s.engine.Status(ctx, t, h, err, false)
 		cancel(errStreamDone)
 		c.forget(id)
-		return appendError(dst, r.id, e)
+		return wire.AppendError(dst, r.ID, e), e.Code
 	}
 	st := &stream{
 		id: id, h: h, t: t, cs: cs, cancel: cancel, origin: origin,
@@ -97,7 +102,7 @@ func (c *wsConn) open(f *wsFrame, t *table, h *handle, r *request, dst []byte) [
 		ready:  make(chan struct{}),
 		closed: true,
 	}
-	if h.kind != serverStream && r.params == nil {
+	if h.Kind != dispatch.ServerStream && r.Params == nil {
 		st.sendq = make(chan sent, c.s.opts.StreamBuffer)
 		st.closed = false
 	}
@@ -109,10 +114,10 @@ func (c *wsConn) open(f *wsFrame, t *table, h *handle, r *request, dst []byte) [
 	c.wg.Go(func() { c.recvLoop(ctx, st) })
 	c.wg.Go(func() { c.pump(st) })
 
-	dst = appendResultHead(dst, r.id)
+	dst = wire.AppendResultHead(dst, r.ID)
 	dst = append(dst, `{"stream":"`...)
 	dst = append(dst, id...)
-	return append(dst, `"}}`...)
+	return append(dst, `"}}`...), 0
 }
 
 // reserve counts a new stream against MaxStreamsPerConnection and names
@@ -145,7 +150,7 @@ func (c *wsConn) lookup(id string) *stream {
 
 func (c *wsConn) tooManyStreams() *mapping.Error {
 	n := strconv.Itoa(c.s.opts.MaxStreamsPerConnection)
-	return bridgeStatus(codes.ResourceExhausted, "TOO_MANY_STREAMS",
+	return wire.Status(codes.ResourceExhausted, "TOO_MANY_STREAMS",
 		"the connection has max_streams_per_connection ("+n+") open streams; wait for one to end",
 		"limit", "max_streams_per_connection", "value", n)
 }
@@ -324,10 +329,10 @@ func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
 	var err error
 	defer func() {
 		if p := recover(); p != nil {
-			c.s.log.Error("panic in a stream", "method", st.h.name, "panic", p, "stack", string(debug.Stack()))
+			c.s.log.Error("panic in a stream", "method", st.h.Name, "panic", p, "stack", string(debug.Stack()))
 			err = errPanic
 		}
-		st.end = appendEnd(nil, st.id, c.endError(ctx, st, err))
+		st.end = wire.AppendStreamEnd(nil, st.id, c.endError(ctx, st, err))
 		st.mu.Lock()
 		st.ended = true
 		st.mu.Unlock()
@@ -348,13 +353,13 @@ func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
 			err = ctx.Err()
 			return
 		}
-		m := st.h.codec.NewResponse()
+		m := st.h.Codec.NewResponse()
 		if err = st.cs.RecvMsg(m); err != nil {
 			return
 		}
-		b, merr := appendMessage(nil, st.id, st.h.codec, m)
+		b, merr := appendMessage(nil, st.id, st.h.Codec, m)
 		if merr != nil {
-			c.s.log.Error("cannot encode a stream message", "method", st.h.name, "error", merr)
+			c.s.log.Error("cannot encode a stream message", "method", st.h.Name, "error", merr)
 			err = errPanic
 			return
 		}
@@ -366,7 +371,7 @@ func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
 // the cancellation of the stream, which then ends with -32603.
 func (c *wsConn) recoverStream(st *stream, what string) {
 	if p := recover(); p != nil {
-		c.s.log.Error("panic in a stream", "method", st.h.name, "in", what, "panic", p, "stack", string(debug.Stack()))
+		c.s.log.Error("panic in a stream", "method", st.h.Name, "in", what, "panic", p, "stack", string(debug.Stack()))
 		st.cancel(errPanic)
 	}
 }
@@ -382,15 +387,15 @@ func (c *wsConn) endError(ctx context.Context, st *stream, err error) *mapping.E
 	}
 	switch cause := context.Cause(ctx); {
 	case errors.Is(err, errPanic), errors.Is(cause, errPanic):
-		return errInternal
+		return wire.Internal
 	case errors.Is(cause, errSlowClient):
 		return c.slowClient(st)
 	case errors.Is(cause, errCancelledByClient):
-		return bridgeStatus(codes.Canceled, "CANCELLED_BY_CLIENT", "the stream was cancelled by the client")
+		return wire.Status(codes.Canceled, "CANCELLED_BY_CLIENT", "the stream was cancelled by the client")
 	case errors.Is(cause, errConnClosed):
-		return bridgeStatus(codes.Canceled, "CONNECTION_CLOSED", "the connection closed") // never delivered
+		return wire.Status(codes.Canceled, "CONNECTION_CLOSED", "the connection closed") // never delivered
 	}
-	return c.s.statusError(ctx, st.h, err, st.origin.remote(status.Convert(err)), st.t.resolver)
+	return c.s.engine.Status(ctx, st.t, st.h, err, st.origin.Remote(status.Convert(err)))
 }
 
 // slowClient is the error that ends st when its client did not read in
@@ -408,7 +413,7 @@ func (c *wsConn) slowClient(st *stream) *mapping.Error {
 	default:
 		limit = "stream_buffer"
 	}
-	return bridgeStatus(codes.ResourceExhausted, "SLOW_CLIENT",
+	return wire.Status(codes.ResourceExhausted, "SLOW_CLIENT",
 		"the client did not read the stream's messages in time; "+what+" waiting for longer than slow_client_timeout ("+
 			o.SlowClientTimeout.String()+")",
 		"limit", limit, "value", value)
@@ -436,22 +441,7 @@ func (c *wsConn) pump(st *stream) {
 
 // appendMessage appends the rpc.stream.message notification of m.
 func appendMessage(dst []byte, id string, codec *mapping.Codec, m proto.Message) ([]byte, error) {
-	dst = append(dst, `{"jsonrpc":"2.0","method":"`+methodMessage+`","params":{"stream":"`...)
-	dst = append(dst, id...) // ids need no escaping
-	dst = append(dst, `","message":`...)
+	dst = wire.AppendStreamMessageHead(dst, id)
 	dst, err := codec.AppendResult(dst, m)
 	return append(dst, "}}"...), err
-}
-
-// appendEnd appends the rpc.stream.end notification of stream id, with
-// the error e when it failed.
-func appendEnd(dst []byte, id string, e *mapping.Error) []byte {
-	dst = append(dst, `{"jsonrpc":"2.0","method":"`+methodEnd+`","params":{"stream":"`...)
-	dst = append(dst, id...)
-	dst = append(dst, '"')
-	if e != nil {
-		dst = append(dst, `,"error":`...)
-		dst = appendErrorObject(dst, e)
-	}
-	return append(dst, "}}"...)
 }

@@ -490,7 +490,7 @@ func TestStreamWSInterleaved(t *testing.T) {
 // stream methods on its streams, whatever its patterns say of "rpc.".
 func TestStreamWSAuth(t *testing.T) {
 	checkLeaks(t)
-	watcher := bridge.Identity{Name: "watcher", Tokens: []string{bridge.HashToken("watcher-token-0123456789")},
+	watcher := bridge.Identity{Name: "watcher", Tokens: []string{hashToken("watcher-token-0123456789")},
 		Allow: []string{serverStream, bidiStream}}
 	e := newEnv(t, bridge.Options{Auth: newAuth(t, watcher)})
 	for _, tt := range []struct {

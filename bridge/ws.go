@@ -12,8 +12,9 @@ import (
 
 	"github.com/coder/websocket"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -87,17 +88,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// refusedHere counts and logs a request to GET /ws or GET /openrpc.json
-// that the bridge refuses itself, after the front door let it in; see
-// refused. The front door put the request's exchange in its context.
-func (s *Server) refusedHere(r *http.Request, reason, detail string) {
-	x := exchangeFrom(r.Context())
-	if x == nil { // not through the front door: no identity, no request id
-		x = &exchange{}
-	}
-	s.refused(r.Context(), x, reason, detail)
-}
-
 // serveWS upgrades GET /ws to a WebSocket connection and serves JSON-RPC
 // on it until it closes. The upgrade request's forwarded headers and
 // timeout apply to every call on the connection; authentication, when
@@ -107,47 +97,30 @@ func (s *Server) refusedHere(r *http.Request, reason, detail string) {
 // are those of checkOrigin (a forbidden Host or Origin); those
 // websocket.Accept answers (a bad Sec-WebSocket-Key or -Version) are not,
 // nor the 503 of Shutdown.
-func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
-		s.refusedHere(r, "method_not_allowed", r.Method)
+		s.refused(r.Context(), x, "method_not_allowed", r.Method)
 		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"WebSocket connections are opened with GET"}`))
 		return
 	}
 	if !headerHas(r.Header, "Connection", "upgrade") {
-		s.notWebSocket(w, r, "no Connection: upgrade header")
+		s.notWebSocket(w, r, x, "no Connection: upgrade header")
 		return
 	}
 	if !headerHas(r.Header, "Upgrade", "websocket") {
-		s.notWebSocket(w, r, "no Upgrade: websocket header")
+		s.notWebSocket(w, r, x, "no Upgrade: websocket header")
 		return
 	}
-	// The connection outlives neither the server nor its own context, but
-	// it does outlive the handler's request context once hijacked.
-	ctx, err := s.md.outgoing(context.WithoutCancel(r.Context()), r.Header)
-	if err == nil {
-		var d time.Duration
-		var ok bool
-		if d, ok, err = s.requestTimeout(r.Header); ok {
-			ctx = withCallTimeout(ctx, d)
-		}
-	}
-	if err != nil {
-		s.refusedHere(r, "bad_header", err.Error())
-		writeJSON(w, http.StatusBadRequest, appendError(nil, nullID, invalidRequest(err.Error())))
+	if err := s.fill(r, x, false); err != nil {
+		s.refused(r.Context(), x, "bad_header", err.Error())
+		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(err.Error())))
 		return
 	}
-	if x := exchangeFrom(ctx); x != nil {
-		ctx = s.outgoing(ctx, x, r.Header, r.RemoteAddr) // identity, request id, trace context
-	}
-	if reason, e := s.metadataTooLarge(MetadataSize(outgoingMD(ctx))); e != nil {
-		s.refusedHere(r, "metadata_too_large", reason)
+	if reason, e := s.metadataTooLarge(MetadataSize(x.Metadata)); e != nil {
+		s.refused(r.Context(), x, "metadata_too_large", reason)
 		refuseMetadata(w, e)
 		return
-	}
-	x := exchangeFrom(ctx)
-	if x == nil { // not through the front door: no identity, no request id
-		x = &exchange{}
 	}
 	key := clientKey(r, x)
 	if !s.openWS(w, r, x, key) {
@@ -169,29 +142,33 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(s.opts.WSMaxMessageBytes)
 	c := &wsConn{
 		s:       s,
+		x:       x,
 		ws:      ws,
 		slots:   make(chan struct{}, s.opts.MaxCallsPerConnection),
 		streams: make(map[string]*stream),
 	}
-	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	// The connection outlives neither the server nor its own context, but
+	// it does outlive the handler's request context once hijacked.
+	c.ctx, c.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
 	c.serve(closing)
 }
 
 // notWebSocket answers 426 to a GET /ws that is not a WebSocket upgrade;
 // detail says which header is missing, for the log.
-func (s *Server) notWebSocket(w http.ResponseWriter, r *http.Request, detail string) {
+func (s *Server) notWebSocket(w http.ResponseWriter, r *http.Request, x *exchange, detail string) {
 	w.Header().Set("Upgrade", "websocket")
-	s.refusedHere(r, "not_websocket", detail)
+	s.refused(r.Context(), x, "not_websocket", detail)
 	writeJSON(w, http.StatusUpgradeRequired, []byte(`{"error":"GET /ws opens a WebSocket connection; send the WebSocket upgrade headers"}`))
 }
 
 // wsConn is one WebSocket connection. Every frame it reads is one
-// JSON-RPC request or batch, answered by Server.Handle in a goroutine of
-// its own, so replies may come out of order; frames that call the stream
-// methods are answered in the reader, so that they act in the order they
-// were sent.
+// JSON-RPC request or batch, parsed once and run by the engine in a
+// goroutine of its own, so replies may come out of order; frames that call
+// the stream methods are answered in the reader, so that they act in the
+// order they were sent.
 type wsConn struct {
 	s  *Server
+	x  *exchange // of the upgrade request: every call on the connection runs with it
 	ws *websocket.Conn
 	// ctx is the connection's lifetime: it carries the upgrade request's
 	// metadata and is cancelled, with errConnClosed, when the connection
@@ -239,41 +216,17 @@ func (c *wsConn) serve(closing <-chan struct{}) {
 			c.ws.Close(websocket.StatusUnsupportedData, "JSON-RPC messages are sent as text frames")
 			return
 		}
-		n := c.calls(data)
+		msg := new(wire.Message)
+		perr := wire.Parse(data, c.s.opts.MaxBatchSize, msg)
+		n := 1 // a single call, or a frame answered with one error
+		if perr == nil && msg.Batch {
+			n = min(msg.Len(), c.s.opts.MaxCallsPerConnection)
+		}
 		if !c.acquire(n) {
 			return
 		}
-		c.dispatch(data, n)
+		c.dispatch(msg, perr, n)
 	}
-}
-
-// calls is how many of the connection's slots the frame data takes: one
-// per member of a batch, at most MaxCallsPerConnection; one for anything
-// else, such as a single call or a batch refused whole.
-func (c *wsConn) calls(data []byte) int {
-	b := data
-	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
-		b = b[3:]
-	}
-	b = b[skipSpace(b, 0):]
-	if len(b) == 0 || b[0] != '[' {
-		return 1
-	}
-	end, err := scanValue(b, 0, 0)
-	if err != nil || skipSpace(b, end) != len(b) {
-		return 1 // answered with one parse error
-	}
-	n := 0
-	for i := skipSpace(b, 1); b[i] != ']'; n++ {
-		i = skipSpace(b, skipValue(b, i))
-		if b[i] == ',' {
-			i = skipSpace(b, i+1)
-		}
-	}
-	if n < 1 || n > c.s.opts.MaxBatchSize {
-		return 1
-	}
-	return min(n, c.s.opts.MaxCallsPerConnection)
 }
 
 // acquire takes n slots for a frame, waiting while the calls being
@@ -310,10 +263,8 @@ func (c *wsConn) release(n int) {
 	}
 }
 
-// frameKey is the context key of the *wsFrame a call belongs to.
-type frameKey struct{}
-
-// wsFrame is one frame being answered on a connection.
+// wsFrame is one frame being answered on a connection: the Session of
+// its calls.
 type wsFrame struct {
 	conn *wsConn
 
@@ -321,10 +272,14 @@ type wsFrame struct {
 	opened []*stream // streams whose ids the frame's reply carries
 }
 
-// frameFrom returns the WebSocket frame of a call, or nil over HTTP.
-func frameFrom(ctx context.Context) *wsFrame {
-	f, _ := ctx.Value(frameKey{}).(*wsFrame)
-	return f
+// Open is dispatch.Session's: it opens a stream on the frame's connection.
+func (f *wsFrame) Open(ctx context.Context, t *dispatch.Table, m *dispatch.Method, r wire.Request, dst []byte) ([]byte, mapping.Code) {
+	return f.conn.open(f, t, m, &r, dst)
+}
+
+// Control is dispatch.Session's: rpc.stream.* on the connection's streams.
+func (f *wsFrame) Control(r wire.Request, dst []byte) ([]byte, mapping.Code) {
+	return f.conn.control(&r, dst)
 }
 
 // add records that the reply to f carries the id of st.
@@ -345,83 +300,85 @@ func (f *wsFrame) replied() {
 	f.opened = nil
 }
 
-// dispatch answers one frame, which holds n of the connection's slots,
-// in a goroutine of the connection. Like a POST /, a frame takes one of
-// the server's MaxInFlight slots until its reply is written, or is
-// answered error 8 when none is free; frames calling the stream methods,
-// which act on the connection's own streams, take none.
-func (c *wsConn) dispatch(data []byte, n int) {
+// dispatch answers msg, one frame which holds n of the connection's
+// slots (perr when it could not be parsed), in a goroutine of the
+// connection. Like a POST /, a frame takes one of the server's
+// MaxInFlight slots until its reply is written, or is answered error 8
+// when none is free; frames calling the stream methods, which act on the
+// connection's own streams, take none and are answered here, in order.
+// Every frame asks the caller's rate limiter, as a POST / does.
+func (c *wsConn) dispatch(msg *wire.Message, perr *mapping.Error, n int) {
 	f := &wsFrame{conn: c}
-	ctx := context.WithValue(c.ctx, frameKey{}, f)
-	if isControlFrame(data) {
-		reply := c.s.Handle(ctx, data, nil)
+	x := c.x.Exchange
+	x.Session = f
+	answer := func(reply []byte) {
 		c.wg.Go(func() {
 			defer c.release(n)
 			c.reply(f, reply)
 		})
+	}
+	switch {
+	case perr != nil:
+		answer(wire.AppendError(nil, wire.NullID, perr))
+		return
+	case msg.IsControl():
+		if ref := c.s.admit(c.x, 1); ref != nil {
+			answer(c.rateRefusal(ref))
+			return
+		}
+		answer(c.s.run(c.ctx, msg, &x, nil))
 		return
 	}
 	if !c.s.takeSlot() {
 		ref := c.s.inFlightRefusal()
-		c.s.opts.Metrics.refusal(ref.reason)
-		reply := refuseFrame(data, mapping.StatusError(status.New(codes.ResourceExhausted, ref.message), nil))
-		c.wg.Go(func() {
-			defer c.release(n)
-			c.reply(f, reply)
-		})
+		c.s.opts.Metrics.Refusal(ref.reason)
+		answer(refuseFrame(msg, wire.Refused(codes.ResourceExhausted, ref.message)))
 		return
 	}
-	c.s.opts.Metrics.requestStarted()
+	c.s.opts.Metrics.RequestStarted()
 	c.wg.Go(func() {
 		defer c.release(n)
 		defer c.s.leave()
 		var reply []byte
 		defer func() { c.reply(f, reply) }()
-		reply = c.s.Handle(ctx, data, nil)
+		if ref := c.s.admit(c.x, msg.Len()); ref != nil {
+			reply = c.rateRefusal(ref)
+			return
+		}
+		reply = c.s.run(c.ctx, msg, &x, nil)
 	})
 }
 
-// refuseFrame is the reply to the frame data when none of its calls may
-// run: the error e for each call, with its id, as a batch when data is
-// one; nothing for notifications. A frame that is not valid JSON gets e
-// once, with a null id.
-func refuseFrame(data []byte, e *mapping.Error) []byte {
-	b := data
-	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
-		b = b[3:]
-	}
-	b = b[skipSpace(b, 0):]
-	end, err := scanValue(b, 0, 0)
-	if err != nil || skipSpace(b, end) != len(b) || b[0] != '{' && b[0] != '[' {
-		return appendError(nil, nullID, e)
-	}
-	refuse := func(dst, m []byte) []byte {
-		if m[0] != '{' {
-			return appendError(dst, nullID, e)
-		}
-		r := parseRequest(m)
+// rateRefusal is the reply to a frame the caller's rate limit refuses:
+// one RESOURCE_EXHAUSTED error, whatever the frame held.
+func (c *wsConn) rateRefusal(ref *refusal) []byte {
+	c.s.opts.Metrics.Refusal(ref.reason)
+	return wire.AppendError(nil, wire.NullID, wire.Refused(codes.ResourceExhausted, ref.message))
+}
+
+// refuseFrame is the reply to msg when none of its calls may run: the
+// error e for each call, with its id, as a batch when msg is one; nothing
+// for notifications.
+func refuseFrame(msg *wire.Message, e *mapping.Error) []byte {
+	refuse := func(dst []byte, r *wire.Request) []byte {
 		switch {
-		case r.invalid != nil:
-			return appendError(dst, nullID, e)
-		case r.notification():
+		case r.Invalid != nil:
+			return wire.AppendError(dst, wire.NullID, e)
+		case r.Notification():
 			return dst
 		}
-		return appendError(dst, r.id, e)
+		return wire.AppendError(dst, r.ID, e)
 	}
-	if b[0] == '{' {
-		return refuse(nil, b[:end])
-	}
-	members := splitArray(b[:end])
-	if len(members) == 0 {
-		return appendError(nil, nullID, e)
+	if !msg.Batch {
+		return refuse(nil, &msg.Single)
 	}
 	dst := []byte{'['}
-	for _, m := range members {
+	for i := range msg.Members {
 		n := len(dst)
 		if n > 1 {
 			dst = append(dst, ',')
 		}
-		if dst = refuse(dst, m); len(dst) == n+1 && n > 1 {
+		if dst = refuse(dst, &msg.Members[i]); len(dst) == n+1 && n > 1 {
 			dst = dst[:n] // a notification: no comma either
 		}
 	}
@@ -438,21 +395,6 @@ func (c *wsConn) reply(f *wsFrame, reply []byte) {
 	if len(reply) > 0 {
 		c.write(reply)
 	}
-}
-
-// isControlFrame reports whether data is a single request for one of the
-// stream methods, which is answered in order, in the reader.
-func isControlFrame(data []byte) bool {
-	b := data[skipSpace(data, 0):]
-	if len(b) == 0 || b[0] != '{' {
-		return false
-	}
-	end, err := scanValue(b, 0, 0)
-	if err != nil || skipSpace(b, end) != len(b) {
-		return false
-	}
-	r := parseRequest(b[:end])
-	return r.invalid == nil && len(r.method) > len(streamPrefix) && string(r.method[:len(streamPrefix)]) == streamPrefix
 }
 
 // write sends one text frame. A frame that cannot be written within

@@ -10,7 +10,7 @@ import (
 )
 
 // packageDefaults are the keys that set an option of a package (the
-// command passes them to bridge.Options, bridge.DirectOptions,
+// command passes them to bridge.Options, backend.DirectOptions,
 // mapping.DocumentInfo or reflect's options), each with that package's
 // default: the constant the option's zero value stands for, or the zero
 // value itself where the key's default means what the option's zero
@@ -52,8 +52,8 @@ var packageDefaults = map[string]struct {
 	"ws_ping_interval":                        {bridge.DefaultWSPingInterval, "bridge.DefaultWSPingInterval"},
 	"ws_origin_patterns":                      {[]string(nil), "bridge.Options.WSOriginPatterns nil: none"},
 	"cors_origins":                            {[]string(nil), "bridge.Options.CORSOrigins nil: no other origin"},
-	"backend_keepalive.time":                  {time.Duration(0), "bridge.DirectOptions.KeepaliveTime zero: off"},
-	"backend_keepalive.permit_without_stream": {false, "bridge.DirectOptions.KeepalivePermitWithoutStream false"},
+	"backend_keepalive.time":                  {time.Duration(0), "backend.DirectOptions.KeepaliveTime zero: off"},
+	"backend_keepalive.permit_without_stream": {false, "backend.DirectOptions.KeepalivePermitWithoutStream false"},
 	"openrpc_title":                           {mapping.DefaultTitle, "mapping.DefaultTitle"},
 	"openrpc_version":                         {mapping.DefaultVersion, "mapping.DefaultVersion"},
 	"openrpc_description":                     {"", "mapping.DocumentInfo.Description empty: the services' comments"},
@@ -80,12 +80,12 @@ var commandDefaults = map[string]string{
 	"access_log":                   "the command makes bridge.Options.AccessLog (nil: off) when on",
 	"metrics":                      "the command makes bridge.Options.Metrics (nil: off) when on",
 	"auth.file":                    "the command makes bridge.Options.Auth (nil: off) from it",
-	"direct_calls":                 "the command picks bridge.NewDirectConn or grpc-go",
+	"direct_calls":                 "the command picks backend.NewDirectConn or grpc-go",
 	// reflect.WatchOptions.Interval's zero is off too; the command refreshes
 	// every 5m unless told 0s.
 	"refresh_interval": "the command's choice for reflect.WatchOptions.Interval",
-	// bridge.DirectOptions.KeepaliveTimeout's zero means 20s, a default of
-	// bridge/internal/unary (and grpc-go's) that no package exports; the
+	// backend.DirectOptions.KeepaliveTimeout's zero means 20s, a default of
+	// bridge/backend/internal/unary (and grpc-go's) that no package exports; the
 	// command always passes the key's value.
 	"backend_keepalive.timeout": "passed always; the packages' 20s is not exported",
 	"allowed_hosts":             "the command derives it from listen (DefaultAllowedHosts); bridge's nil allows any",

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -299,7 +300,7 @@ func TestScaleDiscover(t *testing.T) {
 	}
 	names := make(map[string]bool)
 	for _, md := range reg.Methods() {
-		names[bridge.MethodName(md)] = true
+		names[mapping.MethodName(md)] = true
 	}
 	if len(names) != scaleServices*scaleMethodsPerService {
 		t.Errorf("discovered %d methods, want %d", len(names), scaleServices*scaleMethodsPerService)

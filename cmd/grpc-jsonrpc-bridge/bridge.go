@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -224,9 +225,9 @@ func backendConn(b config.Backend, direct bool, ka config.Keepalive, log *slog.L
 	if err != nil || !direct {
 		return conn, err
 	}
-	d, err := bridge.NewDirectConn(conn, b.Address, bridge.DirectOptions{Creds: creds, Logger: log,
+	d, err := backend.NewDirectConn(conn, b.Address, backend.DirectOptions{Creds: creds, Logger: log,
 		KeepaliveTime: ka.Time, KeepaliveTimeout: ka.Timeout, KeepalivePermitWithoutStream: ka.PermitWithoutStream})
-	if errors.Is(err, bridge.ErrUnsupportedTarget) {
+	if errors.Is(err, backend.ErrUnsupportedTarget) {
 		log.Info("unary calls go through grpc-go: the address needs its name resolution", "backend", backendName(b))
 		return conn, nil
 	}
@@ -255,7 +256,7 @@ func dialBackend(b config.Backend, log *slog.Logger, opts ...grpc.DialOption) (*
 		}
 		creds = c
 	}
-	opts = append(append(bridge.DialOptions(), grpc.WithTransportCredentials(creds), grpc.WithConnectParams(reconnectParams)), opts...)
+	opts = append(append(backend.DialOptions(), grpc.WithTransportCredentials(creds), grpc.WithConnectParams(reconnectParams)), opts...)
 	conn, err := grpc.NewClient(b.Address, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("backend %q: %w", backendName(b), err)

@@ -14,7 +14,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"crypto/sha256"
+
+	"encoding/hex"
 )
 
 // TestGracefulShutdown: calls in flight when the signal arrives complete
@@ -129,7 +131,7 @@ func TestSlowHeaders(t *testing.T) {
 // log and /metrics.
 func TestServeGuarded(t *testing.T) {
 	backend := startBackend(t, nil)
-	auth := writeConfig(t, "identities:\n  - name: ops\n    tokens: [\""+bridge.HashToken("ops-secret-token")+"\"]\n    allow: [\"helloworld.*\"]\n")
+	auth := writeConfig(t, "identities:\n  - name: ops\n    tokens: [\""+hashToken("ops-secret-token")+"\"]\n    allow: [\"helloworld.*\"]\n")
 	p, addr := startBridge(t, "--backend", backend, "--auth-file", auth)
 	client := &http.Client{Transport: &http.Transport{}, Timeout: waitLimit}
 	t.Cleanup(client.CloseIdleConnections)
@@ -181,4 +183,10 @@ func TestServeGuarded(t *testing.T) {
 			t.Errorf("/metrics lacks %s", w)
 		}
 	}
+}
+
+// hashToken is the digest of token in the form identities' tokens take.
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

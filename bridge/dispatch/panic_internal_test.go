@@ -1,4 +1,4 @@
-package bridge
+package dispatch
 
 import (
 	"bytes"
@@ -6,13 +6,17 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
 
 func TestPanicBecomesInternalError(t *testing.T) {
 	var logged bytes.Buffer
-	s := New(nil, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	// A handle without a codec panics on first use.
-	s.table.Store(&table{methods: map[string]*handle{"x.Y.Z": {name: "x.Y.Z"}}})
+	e := New(nil, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil)), BatchParallelism: 10,
+		CallTimeout: time.Second, MaxResponseBytes: 1 << 20})
+	// A method without a codec panics on first use.
+	e.table.Store(&Table{byName: map[string]*Method{"x.Y.Z": {Name: "x.Y.Z"}}})
 	tests := []struct{ name, body, want string }{
 		{"single", `{"jsonrpc":"2.0","method":"x.Y.Z","id":7}`,
 			`{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"Internal error"}}`},
@@ -23,7 +27,11 @@ func TestPanicBecomesInternalError(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			logged.Reset()
-			got := string(s.Handle(context.Background(), []byte(tt.body), nil))
+			var msg wire.Message
+			if err := wire.Parse([]byte(tt.body), 100, &msg); err != nil {
+				t.Fatal(err.Message)
+			}
+			got := string(e.Run(context.Background(), &msg, &Exchange{}, nil))
 			if got != tt.want {
 				t.Errorf("got %s, want %s", got, tt.want)
 			}

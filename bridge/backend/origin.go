@@ -1,4 +1,4 @@
-package bridge
+package backend
 
 import (
 	"context"
@@ -12,32 +12,33 @@ import (
 
 // DialOptions are the options of the grpc-go connections the bridge calls
 // backends through: they let it tell a backend's own status from one
-// grpc-go made (see statusError). Without them every failed call of such a
+// grpc-go made (see Status). Without them every failed call of such a
 // connection is answered with a fixed message, never the backend's.
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithStatsHandler(originHandler{})}
 }
 
-// statusOrigin records where the status of one grpc-go call came from.
-type statusOrigin struct {
+// An Origin records where the status of one grpc-go call came from.
+type Origin struct {
 	seen     atomic.Bool // the stats handler saw the call: its record holds
 	trailers atomic.Bool // the backend's trailers came, and the status in them
 }
 
 type originKey struct{}
 
-// withOrigin returns ctx recording the origin of its call's status.
-func withOrigin(ctx context.Context) (context.Context, *statusOrigin) {
-	o := new(statusOrigin)
+// WithOrigin returns ctx recording the origin of the status of the
+// grpc-go call or stream made with it.
+func WithOrigin(ctx context.Context) (context.Context, *Origin) {
+	o := new(Origin)
 	return context.WithValue(ctx, originKey{}, o), o
 }
 
-// remote reports whether st, the call's status, came from the backend:
+// Remote reports whether st, the call's status, came from the backend:
 // the backend's trailers came, and st is not one grpc-go made of the
 // message it received before them (too large, not decompressible: the
 // reception checks of its rpc_util, whose messages all begin with
 // "grpc: "; the backend's status was OK then).
-func (o *statusOrigin) remote(st *status.Status) bool {
+func (o *Origin) Remote(st *status.Status) bool {
 	return o.seen.Load() && o.trailers.Load() && !strings.HasPrefix(st.Message(), "grpc: ")
 }
 
@@ -48,7 +49,7 @@ func (o *statusOrigin) remote(st *status.Status) bool {
 type originHandler struct{}
 
 func (originHandler) TagRPC(ctx context.Context, _ *grpcstats.RPCTagInfo) context.Context {
-	if o, _ := ctx.Value(originKey{}).(*statusOrigin); o != nil {
+	if o, _ := ctx.Value(originKey{}).(*Origin); o != nil {
 		o.seen.Store(true)
 	}
 	return ctx
@@ -56,7 +57,7 @@ func (originHandler) TagRPC(ctx context.Context, _ *grpcstats.RPCTagInfo) contex
 
 func (originHandler) HandleRPC(ctx context.Context, s grpcstats.RPCStats) {
 	if _, ok := s.(*grpcstats.InTrailer); ok {
-		if o, _ := ctx.Value(originKey{}).(*statusOrigin); o != nil {
+		if o, _ := ctx.Value(originKey{}).(*Origin); o != nil {
 			o.trailers.Store(true)
 		}
 	}

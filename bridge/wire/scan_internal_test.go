@@ -1,9 +1,9 @@
-package bridge
+package wire
 
 import "testing"
 
-// TestSkipValueMatchesScanValue: on accepted JSON, skipValue finds the end
-// scanValue finds.
+// TestSkipValueMatchesScanValue: on accepted JSON, SkipValue finds the end
+// ScanValue finds.
 func TestSkipValueMatchesScanValue(t *testing.T) {
 	for _, v := range []string{
 		`"a"`, `"a\"b\\"`, `"\\"`, `12`, `-1.5e+3`, `true`, `null`, `{}`, `[]`,
@@ -11,12 +11,12 @@ func TestSkipValueMatchesScanValue(t *testing.T) {
 	} {
 		for _, tail := range []string{"", ",1", "}", "]", " ", "\n"} {
 			b := []byte(v + tail)
-			want, err := scanValue(b, 0, 0)
+			want, err := ScanValue(b, 0, 0)
 			if err != nil {
 				t.Fatalf("%s: %v", v, err)
 			}
-			if got := skipValue(b, 0); got != want {
-				t.Errorf("skipValue(%q) = %d, want %d", b, got, want)
+			if got := SkipValue(b, 0); got != want {
+				t.Errorf("SkipValue(%q) = %d, want %d", b, got, want)
 			}
 		}
 	}
@@ -30,12 +30,12 @@ func FuzzSkipValue(f *testing.F) {
 		if len(b) == 0 {
 			return
 		}
-		want, err := scanValue(b, 0, 0)
+		want, err := ScanValue(b, 0, 0)
 		if err != nil || want != len(b) {
-			return // only whole values reach skipValue: the body check refuses the rest
+			return // only whole values reach SkipValue: the body check refuses the rest
 		}
-		if got := skipValue(b, 0); got != want {
-			t.Fatalf("skipValue(%q) = %d, want %d", b, got, want)
+		if got := SkipValue(b, 0); got != want {
+			t.Fatalf("SkipValue(%q) = %d, want %d", b, got, want)
 		}
 	})
 }

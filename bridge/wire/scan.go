@@ -1,4 +1,4 @@
-package bridge
+package wire
 
 import (
 	"errors"
@@ -19,16 +19,16 @@ var (
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-func skipSpace(b []byte, i int) int {
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) && isSpace(b[i]) {
 		i++
 	}
 	return i
 }
 
-// scanValue checks the JSON value starting at b[i] (no leading space) and
+// ScanValue checks the JSON value starting at b[i] (no leading space) and
 // returns the index just past it.
-func scanValue(b []byte, i, depth int) (int, error) {
+func ScanValue(b []byte, i, depth int) (int, error) {
 	if i >= len(b) {
 		return i, errSyntax
 	}
@@ -38,7 +38,7 @@ func scanValue(b []byte, i, depth int) (int, error) {
 	case c == '[':
 		return scanArray(b, i, depth+1)
 	case c == '"':
-		end, _, err := scanString(b, i)
+		end, _, err := ScanString(b, i)
 		return end, err
 	case c == '-' || (c >= '0' && c <= '9'):
 		return scanNumber(b, i)
@@ -63,7 +63,7 @@ func scanObject(b []byte, i, depth int) (int, error) {
 	if depth > maxDepth {
 		return i, errTooDeep
 	}
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, nil
 	}
@@ -72,24 +72,24 @@ func scanObject(b []byte, i, depth int) (int, error) {
 			return i, errSyntax
 		}
 		var err error
-		if i, _, err = scanString(b, i); err != nil {
+		if i, _, err = ScanString(b, i); err != nil {
 			return i, err
 		}
-		i = skipSpace(b, i)
+		i = SkipSpace(b, i)
 		if i >= len(b) || b[i] != ':' {
 			return i, errSyntax
 		}
-		i = skipSpace(b, i+1)
-		if i, err = scanValue(b, i, depth); err != nil {
+		i = SkipSpace(b, i+1)
+		if i, err = ScanValue(b, i, depth); err != nil {
 			return i, err
 		}
-		i = skipSpace(b, i)
+		i = SkipSpace(b, i)
 		if i >= len(b) {
 			return i, errSyntax
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		case '}':
 			return i + 1, nil
 		default:
@@ -102,22 +102,22 @@ func scanArray(b []byte, i, depth int) (int, error) {
 	if depth > maxDepth {
 		return i, errTooDeep
 	}
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, nil
 	}
 	for {
 		var err error
-		if i, err = scanValue(b, i, depth); err != nil {
+		if i, err = ScanValue(b, i, depth); err != nil {
 			return i, err
 		}
-		i = skipSpace(b, i)
+		i = SkipSpace(b, i)
 		if i >= len(b) {
 			return i, errSyntax
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		case ']':
 			return i + 1, nil
 		default:
@@ -126,9 +126,9 @@ func scanArray(b []byte, i, depth int) (int, error) {
 	}
 }
 
-// scanString checks the string starting at the quote b[i] and returns the
+// ScanString checks the string starting at the quote b[i] and returns the
 // index past the closing quote and whether it contains escapes.
-func scanString(b []byte, i int) (end int, escaped bool, err error) {
+func ScanString(b []byte, i int) (end int, escaped bool, err error) {
 	i++
 	for i < len(b) {
 		c := b[i]
@@ -211,9 +211,9 @@ func skipDigits(b []byte, i int) int {
 	return i
 }
 
-// unquote decodes the JSON string literal s (quotes included), which
-// scanString has already accepted.
-func unquote(s []byte) string {
+// Unquote decodes the JSON string literal s (quotes included), which
+// ScanString has already accepted.
+func Unquote(s []byte) string {
 	s = s[1 : len(s)-1]
 	out := make([]byte, 0, len(s))
 	for i := 0; i < len(s); i++ {
@@ -267,10 +267,10 @@ func hex4(s []byte) int {
 	return n
 }
 
-// skipValue returns the index just past the JSON value at b[i], which
-// scanValue has already accepted. It only finds the end, so that splitting
+// SkipValue returns the index just past the JSON value at b[i], which
+// ScanValue has already accepted. It only finds the end, so that splitting
 // a validated envelope does not validate it a second time.
-func skipValue(b []byte, i int) int {
+func SkipValue(b []byte, i int) int {
 	switch b[i] {
 	case '"':
 		return skipString(b, i)

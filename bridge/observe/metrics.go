@@ -1,4 +1,4 @@
-package bridge
+package observe
 
 import (
 	"net/http"
@@ -100,7 +100,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		"host_not_allowed", "origin_not_allowed"} {
 		m.refused.WithLabelValues(reason)
 	}
-	m.invalid, m.unknown, m.discover = m.method(labelInvalid), m.method(labelUnknown), m.method(discoverMethod)
+	m.invalid, m.unknown, m.discover = m.method(labelInvalid), m.method(labelUnknown), m.method("rpc.discover")
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m, nil
 }
@@ -190,25 +190,31 @@ func (m *Metrics) WatchBackend(backend string, conn StateReporter) {
 	}
 }
 
-func (m *Metrics) requestStarted() {
+// RequestStarted counts a request (a POST / or a WebSocket frame) among
+// those being answered; RequestDone counts it out.
+func (m *Metrics) RequestStarted() {
 	if m != nil {
 		m.requestsInFlight.Inc()
 	}
 }
 
-func (m *Metrics) requestDone() {
+// RequestDone counts out a request RequestStarted counted.
+func (m *Metrics) RequestDone() {
 	if m != nil {
 		m.requestsInFlight.Dec()
 	}
 }
 
-func (m *Metrics) batch(n int) {
+// Batch records the size of a batch that ran.
+func (m *Metrics) Batch(n int) {
 	if m != nil {
 		m.batchSize.Observe(float64(n))
 	}
 }
 
-func (m *Metrics) refusal(reason string) {
+// Refusal counts a request refused before any of its calls ran, by
+// reason (see Observer.Refused).
+func (m *Metrics) Refusal(reason string) {
 	if m != nil {
 		m.refused.WithLabelValues(reason).Inc()
 	}

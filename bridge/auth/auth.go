@@ -1,4 +1,4 @@
-package bridge
+package auth
 
 import (
 	"crypto/sha256"
@@ -19,7 +19,7 @@ type Identity struct {
 	Name string
 	// Tokens are the SHA-256 digests of the bearer tokens or API keys of
 	// this identity, each written "sha256:<64 hex digits>" (see
-	// HashToken). Only digests are kept, never the secrets.
+	// `printf %s TOKEN | sha256sum`). Only digests are kept, never the secrets.
 	Tokens []string
 	// ClientCerts are the verified client certificates (mTLS) that
 	// authenticate as this identity, each "cn:NAME" (subject common name),
@@ -32,27 +32,21 @@ type Identity struct {
 	Allow []string
 }
 
-// HashToken returns the digest of a token in the form Identity.Tokens
-// takes: "sha256:<hex>".
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// ErrAuthConfig is wrapped by every error NewAuth returns.
-var ErrAuthConfig = errors.New("bridge: invalid authentication settings")
+// ErrConfig is wrapped by every error NewAuth returns.
+var ErrConfig = errors.New("bridge: invalid authentication settings")
 
 // Auth authenticates HTTP requests by bearer token, API key or client
 // certificate and knows what each identity may call. It is immutable and
-// safe for concurrent use; its zero value is not usable, call NewAuth.
+// safe for concurrent use; its zero value is not usable, call New.
 type Auth struct {
-	ids    []*identity
+	ids    []*Caller
 	tokens []tokenEntry
-	certs  map[certKey]*identity
+	certs  map[certKey]*Caller
 }
 
-// identity is an Identity prepared for requests.
-type identity struct {
+// A Caller is an authenticated identity: an Identity prepared for
+// requests. It is a dispatch.Caller.
+type Caller struct {
 	name  string
 	index int // position in Auth.ids, for per-identity slices
 	allow []pattern
@@ -61,29 +55,29 @@ type identity struct {
 
 type tokenEntry struct {
 	sum [sha256.Size]byte
-	id  *identity
+	id  *Caller
 }
 
 type certKey struct{ kind, value string }
 
-// NewAuth checks ids and prepares them. It refuses empty or duplicate
+// New checks ids and prepares them. It refuses empty or duplicate
 // names, malformed digests, a token or certificate given to two
 // identities, and empty patterns.
-func NewAuth(ids []Identity) (*Auth, error) {
-	a := &Auth{certs: make(map[certKey]*identity)}
+func New(ids []Identity) (*Auth, error) {
+	a := &Auth{certs: make(map[certKey]*Caller)}
 	seen := make(map[string]bool)
 	for i, in := range ids {
 		if in.Name == "" {
-			return nil, fmt.Errorf("%w: identity %d has no name", ErrAuthConfig, i+1)
+			return nil, fmt.Errorf("%w: identity %d has no name", ErrConfig, i+1)
 		}
 		if seen[in.Name] {
-			return nil, fmt.Errorf("%w: identity %q is defined twice", ErrAuthConfig, in.Name)
+			return nil, fmt.Errorf("%w: identity %q is defined twice", ErrConfig, in.Name)
 		}
 		seen[in.Name] = true
-		id := &identity{name: in.Name, index: i}
+		id := &Caller{name: in.Name, index: i}
 		for _, p := range in.Allow {
 			if p == "" {
-				return nil, fmt.Errorf("%w: identity %q: empty method pattern", ErrAuthConfig, in.Name)
+				return nil, fmt.Errorf("%w: identity %q: empty method pattern", ErrConfig, in.Name)
 			}
 			id.allow = append(id.allow, compilePattern(p))
 			id.all = id.all || p == "*"
@@ -91,11 +85,11 @@ func NewAuth(ids []Identity) (*Auth, error) {
 		for _, tok := range in.Tokens {
 			sum, err := parseDigest(tok)
 			if err != nil {
-				return nil, fmt.Errorf("%w: identity %q: %w", ErrAuthConfig, in.Name, err)
+				return nil, fmt.Errorf("%w: identity %q: %w", ErrConfig, in.Name, err)
 			}
 			for _, e := range a.tokens {
 				if e.sum == sum {
-					return nil, fmt.Errorf("%w: identities %q and %q share a token", ErrAuthConfig, e.id.name, in.Name)
+					return nil, fmt.Errorf("%w: identities %q and %q share a token", ErrConfig, e.id.name, in.Name)
 				}
 			}
 			a.tokens = append(a.tokens, tokenEntry{sum: sum, id: id})
@@ -103,11 +97,11 @@ func NewAuth(ids []Identity) (*Auth, error) {
 		for _, c := range in.ClientCerts {
 			kind, value, ok := strings.Cut(c, ":")
 			if !ok || value == "" || (kind != "cn" && kind != "dns" && kind != "uri" && kind != "email") {
-				return nil, fmt.Errorf("%w: identity %q: client certificate %q is not cn:, dns:, uri: or email: followed by a name", ErrAuthConfig, in.Name, c)
+				return nil, fmt.Errorf("%w: identity %q: client certificate %q is not cn:, dns:, uri: or email: followed by a name", ErrConfig, in.Name, c)
 			}
 			k := certKey{kind, value}
 			if other := a.certs[k]; other != nil {
-				return nil, fmt.Errorf("%w: identities %q and %q share client certificate %q", ErrAuthConfig, other.name, in.Name, c)
+				return nil, fmt.Errorf("%w: identities %q and %q share client certificate %q", ErrConfig, other.name, in.Name, c)
 			}
 			a.certs[k] = id
 		}
@@ -128,59 +122,71 @@ func parseDigest(s string) ([sha256.Size]byte, error) {
 	return sum, nil
 }
 
-// authFailure says why a request was not authenticated.
-type authFailure int
+// A Failure says why a request was not authenticated.
+type Failure int
 
 const (
-	authOK        authFailure = iota
-	authMissing               // no credentials at all
-	authInvalid               // a credential that matches no identity
-	authMalformed             // an Authorization or X-API-Key header that cannot be read
+	OK        Failure = iota
+	Missing           // no credentials at all
+	Invalid           // a credential that matches no identity
+	Malformed         // an Authorization or X-API-Key header that cannot be read
 )
 
-var authReasons = [...]string{authOK: "", authMissing: "missing", authInvalid: "invalid", authMalformed: "malformed"}
+var reasons = [...]string{OK: "", Missing: "missing", Invalid: "invalid", Malformed: "malformed"}
 
-// authenticate finds the identity of r. A token, when sent, decides alone:
+var messages = [...]string{
+	Missing:   "authentication required: send Authorization: Bearer <token>, X-API-Key: <token> or a client certificate",
+	Invalid:   "the credentials are not valid",
+	Malformed: "the Authorization or X-API-Key header is malformed: send exactly one, as Authorization: Bearer <token> or X-API-Key: <token>",
+}
+
+// Reason is f's label in metrics and logs.
+func (f Failure) Reason() string { return reasons[f] }
+
+// Message is what the client is told of f.
+func (f Failure) Message() string { return messages[f] }
+
+// Authenticate finds the identity of r. A token, when sent, decides alone:
 // a wrong one is refused even with a good certificate.
-func (a *Auth) authenticate(r *http.Request) (*identity, authFailure) {
+func (a *Auth) Authenticate(r *http.Request) (*Caller, Failure) {
 	token, fail := credential(r.Header)
-	if fail != authOK {
+	if fail != OK {
 		return nil, fail
 	}
 	if token != "" {
 		if id := a.byToken(token); id != nil {
-			return id, authOK
+			return id, OK
 		}
-		return nil, authInvalid
+		return nil, Invalid
 	}
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-		return nil, authMissing
+		return nil, Missing
 	}
 	if id := a.byCert(r.TLS.VerifiedChains[0][0]); id != nil {
-		return id, authOK
+		return id, OK
 	}
-	return nil, authInvalid
+	return nil, Invalid
 }
 
 // credential returns the bearer token or API key of h, "" if there is none.
-func credential(h http.Header) (string, authFailure) {
+func credential(h http.Header) (string, Failure) {
 	authz, keys := h.Values("Authorization"), h.Values("X-Api-Key")
 	switch {
 	case len(authz)+len(keys) == 0:
-		return "", authOK
+		return "", OK
 	case len(authz)+len(keys) > 1:
-		return "", authMalformed
+		return "", Malformed
 	case len(keys) == 1:
 		if !isToken(keys[0]) {
-			return "", authMalformed
+			return "", Malformed
 		}
-		return keys[0], authOK
+		return keys[0], OK
 	}
 	scheme, token, ok := strings.Cut(authz[0], " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !isToken(token) {
-		return "", authMalformed
+		return "", Malformed
 	}
-	return token, authOK
+	return token, OK
 }
 
 // isToken reports whether s is an RFC 6750 b64token: letters, digits and
@@ -206,7 +212,7 @@ func isToken(s string) bool {
 
 // byToken compares the digest of token with every known digest in
 // constant time, so the time taken says nothing about which matched.
-func (a *Auth) byToken(token string) *identity {
+func (a *Auth) byToken(token string) *Caller {
 	sum := sha256.Sum256([]byte(token))
 	match := -1
 	for i := range a.tokens {
@@ -222,7 +228,7 @@ func (a *Auth) byToken(token string) *identity {
 
 // byCert maps a verified client certificate to its identity: by subject
 // common name first, then by each DNS, URI and email alternative name.
-func (a *Auth) byCert(c *x509.Certificate) *identity {
+func (a *Auth) byCert(c *x509.Certificate) *Caller {
 	if id := a.certs[certKey{"cn", c.Subject.CommonName}]; id != nil && c.Subject.CommonName != "" {
 		return id
 	}
@@ -246,7 +252,21 @@ func (a *Auth) byCert(c *x509.Certificate) *identity {
 
 // allows reports whether id may call the method named name. A nil
 // identity (authentication off) may call everything.
-func (id *identity) allows(name string) bool {
+// Name is the identity's name.
+func (id *Caller) Name() string { return id.name }
+
+// Index is the identity's place among its Auth's, for state kept per
+// identity in slices (see Auth.Len).
+func (id *Caller) Index() int { return id.index }
+
+// Len is the number of identities of a.
+func (a *Auth) Len() int { return len(a.ids) }
+
+// Allows reports whether id may call the method named name: a nil id
+// (authentication off) may call anything.
+func (id *Caller) Allows(name string) bool { return id.allows(name) }
+
+func (id *Caller) allows(name string) bool {
 	if id == nil || id.all {
 		return true
 	}

@@ -1,45 +1,44 @@
-package bridge
+package dispatch
 
 import (
 	"strconv"
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
 // The replies of one request share MaxResponseBytes. A batch's budget is
 // an atomic counter of the bytes left, which its members take from as
 // their responses arrive: the length of a response message, known from
-// its gRPC prefix (direct path) or from the codec (grpc-go), is taken
-// before the message is kept, and a collected stream takes each message
-// as it comes; what does not fit is refused at once, before any JSON is
-// built for it. capReply then settles what the reply really takes. A
-// single call has no counter: its response is held to MaxResponseBytes
-// alone.
+// its gRPC prefix, is taken before the message is kept, and a collected
+// stream takes each message as it comes; what does not fit is refused at
+// once, before any JSON is built for it. capReply then settles what the
+// reply really takes. A single call has no counter: its response is held
+// to MaxResponseBytes alone.
 
 // newBudget is the shared reply budget of one batch.
-func (s *Server) newBudget() *atomic.Int64 {
+func (e *Engine) newBudget() *atomic.Int64 {
 	b := new(atomic.Int64)
-	b.Store(s.opts.MaxResponseBytes)
+	b.Store(e.opts.MaxResponseBytes)
 	return b
 }
 
 // errOverBudget stands for the refusal of a response that did not fit in
-// what was left of its budget; run turns it into overBudget's error.
+// what was left of its budget; execute turns it into call.over.
 var errOverBudget = &mapping.Error{Code: mapping.Code(codes.ResourceExhausted), Message: "over budget"}
 
 // overBudget is the error a call gets instead of a reply that does not
 // fit: in MaxResponseBytes for a single call (budget nil), in what the
 // other members of its batch left of it otherwise.
-func (s *Server) overBudget(budget *atomic.Int64) *mapping.Error {
-	msg := "the reply is larger than max_response_bytes (" + strconv.FormatInt(s.opts.MaxResponseBytes, 10) + " bytes)"
+func (e *Engine) overBudget(budget *atomic.Int64) *mapping.Error {
+	msg := "the reply is larger than max_response_bytes (" + strconv.FormatInt(e.opts.MaxResponseBytes, 10) + " bytes)"
 	if budget != nil {
-		msg = "the replies of the batch would be larger than max_response_bytes (" + strconv.FormatInt(s.opts.MaxResponseBytes, 10) + " bytes)"
+		msg = "the replies of the batch would be larger than max_response_bytes (" + strconv.FormatInt(e.opts.MaxResponseBytes, 10) + " bytes)"
 	}
-	return mapping.StatusError(status.New(codes.ResourceExhausted, msg), nil)
+	return wire.Refused(codes.ResourceExhausted, msg)
 }
 
 // reservation is what the response of one call has taken of its budget
@@ -50,11 +49,11 @@ type reservation struct {
 	n      int64
 }
 
-func (s *Server) reservation(budget *atomic.Int64) reservation {
+func (e *Engine) reservation(budget *atomic.Int64) reservation {
 	if budget != nil {
 		return reservation{budget: budget}
 	}
-	return reservation{limit: s.opts.MaxResponseBytes}
+	return reservation{limit: e.opts.MaxResponseBytes}
 }
 
 // take takes n more bytes, or returns false and takes nothing when fewer
@@ -83,42 +82,52 @@ func (r *reservation) release() {
 	r.n = 0
 }
 
-// capReply enforces MaxResponseBytes on the reply of r that call appended
-// to dst at start, whose response took o.reserved bytes of budget as it
-// was read. A single call's reply may use all of MaxResponseBytes; the
+// reserved is what the response of c took of its budget as it arrived.
+func (c *call) reserved() int64 {
+	if c.bc != nil {
+		return c.bc.Reserved
+	}
+	return c.res.n
+}
+
+// capReply enforces MaxResponseBytes on the reply of c appended to dst at
+// start. A single call's reply may use all of MaxResponseBytes; the
 // members of a batch share budget, charged as their responses arrive,
 // and a member whose reply does not fit in what is left gets
 // RESOURCE_EXHAUSTED instead of its reply, in a buffer of its own. A
-// reply refused as its response arrived (o.overBudget) is that error
-// already. It returns the reply and its JSON-RPC code.
-func (s *Server) capReply(dst []byte, start int, r *request, o outcome, budget *atomic.Int64) ([]byte, mapping.Code) {
+// call refused as its response arrived (c.over) gets that error. It
+// returns the reply and its JSON-RPC code.
+func (e *Engine) capReply(dst []byte, start int, c *call, budget *atomic.Int64) ([]byte, mapping.Code) {
 	n := int64(len(dst) - start)
+	reserved := c.reserved()
 	switch {
-	case o.overBudget:
+	case c.over:
 		if budget != nil {
-			budget.Add(o.reserved)
+			budget.Add(reserved)
 		}
-		return dst, o.code
 	case budget == nil:
-		if n <= s.opts.MaxResponseBytes {
-			return dst, o.code
+		if n <= e.opts.MaxResponseBytes {
+			return dst, c.rec.Code
 		}
 	case n == 0:
-		budget.Add(o.reserved)
-		return dst, o.code
+		budget.Add(reserved)
+		return dst, c.rec.Code
 	default:
-		d := n - o.reserved
+		d := n - reserved
 		if d <= 0 || budget.Add(-d) >= 0 {
 			if d < 0 {
 				budget.Add(-d) // the reply took less than its response
 			}
-			return dst, o.code
+			return dst, c.rec.Code
 		}
 		budget.Add(n) // undo, and give back the reservation
 		if start == 0 {
 			dst = nil // keep nothing of the refused reply
 		}
 	}
-	e := s.overBudget(budget)
-	return appendError(dst[:start], r.id, e), e.Code
+	err := e.overBudget(budget)
+	if c.req.Notification() {
+		return dst[:start], err.Code
+	}
+	return wire.AppendError(dst[:start], c.req.ID, err), err.Code
 }

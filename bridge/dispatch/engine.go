@@ -1,0 +1,153 @@
+package dispatch
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+)
+
+// Options are the engine's share of the bridge's options, every field set
+// (package bridge fills in the defaults).
+type Options struct {
+	BatchParallelism  int           // members of one batch running at once
+	CallTimeout       time.Duration // deadline of a call whose Exchange asks for none
+	MaxResponseBytes  int64         // bound of a single reply, and of a batch's replies together
+	MaxStreamMessages int           // bound of the messages of a stream answered in one reply
+	MaxStreamBytes    int64         // bound of the JSON bytes of such a stream
+	EmitUnpopulated   bool
+	Document          mapping.DocumentInfo
+	Logger            *slog.Logger
+	// Guards are bound to every table Update installs, in order: each
+	// call is allowed by all of them, and told to them once done.
+	Guards []Binder
+}
+
+// An Engine answers JSON-RPC messages by calling gRPC backends. It knows
+// no transport: a transport parses a message (wire.Parse), describes
+// where it came from in an Exchange, and hands both to Run.
+type Engine struct {
+	conn  grpc.ClientConnInterface
+	opts  Options
+	table atomic.Pointer[Table] // nil until the first Update
+	bare  []Guard               // the guards bound to no table, for calls before it
+}
+
+// New returns an Engine calling through conn (nil when every Catalog is a
+// Router that routes every method).
+func New(conn grpc.ClientConnInterface, opts Options) *Engine {
+	e := &Engine{conn: conn, opts: opts}
+	for _, b := range opts.Guards {
+		e.bare = append(e.bare, b.Bind(nil))
+	}
+	return e
+}
+
+// Update prepares every method of c for calls and binds the guards to
+// them, then swaps the table in at once: calls that started before keep
+// the table they started with.
+func (e *Engine) Update(c Catalog) { e.table.Store(e.newTable(c)) }
+
+// Table returns the current table, nil before the first Update.
+func (e *Engine) Table() *Table { return e.table.Load() }
+
+// An Exchange is what a transport learned about the message it hands to
+// Run: who sent it and what its calls carry. It is not changed by Run,
+// except for Capture, which a single call fills.
+type Exchange struct {
+	RequestID string
+	// Caller is the authenticated identity, nil with authentication off
+	// or for a message that did not come through a transport's front door.
+	Caller Caller
+	// Metadata is sent with every backend call: forwarded headers,
+	// identity, request id, trace context.
+	Metadata metadata.MD
+	// Timeout is each call's deadline; 0 means Options.CallTimeout.
+	Timeout time.Duration
+	// Capture, when not nil, receives the backend's response metadata of
+	// a single call (not a batch's).
+	Capture *Capture
+	// Session serves the calls that need more than one reply (streams
+	// over WebSocket) and the stream control methods; nil over HTTP POST.
+	Session Session
+}
+
+// A Caller is an authenticated identity.
+type Caller interface{ Name() string }
+
+// Capture holds the backend's response metadata of one call.
+type Capture struct {
+	Header, Trailer metadata.MD
+}
+
+// A Record is what the engine tells Guards of one finished call.
+type Record struct {
+	Name         []byte       // the method name as the client sent it
+	Method       *Method      // nil when the name matched none
+	Code         mapping.Code // the reply's code: 0 for a result
+	Began        time.Time    // zero unless a Guard is a Timer
+	Notification bool
+	Invalid      bool // the request was not a valid request object
+}
+
+// A Guard is asked before each call runs and told once its reply is
+// made. Package bridge's authorisation and its metrics and access log are
+// Guards.
+type Guard interface {
+	// Begin is told of every call, before anything of it runs.
+	Begin(x *Exchange)
+	// Allow decides whether the call of the method named name (m, nil
+	// when the name matched none) may run; an error is its reply instead.
+	Allow(x *Exchange, name []byte, m *Method) *mapping.Error
+	// Done is told of every call once its reply is made, in the reverse
+	// order of Options.Guards.
+	Done(ctx context.Context, x *Exchange, rec Record)
+}
+
+// A Binder makes the Guard of one table, when Update installs it: state
+// per method (allow bits, metric handles) is prepared there. New binds a
+// nil table too, for the calls that come before the first Update.
+type Binder interface {
+	Bind(t *Table) Guard
+}
+
+// A Lister is a Guard that hides methods from some callers: rpc.discover
+// answers the document it returns, which lists what x's caller may call,
+// or its error. Before discovery (t nil) it only checks the caller.
+type Lister interface {
+	Document(x *Exchange, t *Table) ([]byte, *mapping.Error)
+}
+
+// A Timer is a Guard that needs Record.Began: without one, a call does
+// not read the clock.
+type Timer interface {
+	Timed() bool
+}
+
+// A Session serves what needs more than one reply: streams over a
+// WebSocket connection.
+type Session interface {
+	// Open starts a stream for the call r of m and appends the reply
+	// that carries its id, or its error; it returns the reply's code.
+	Open(ctx context.Context, t *Table, m *Method, r wire.Request, dst []byte) ([]byte, mapping.Code)
+	// Control answers r, a call of a stream method (rpc.stream.*), and
+	// returns the reply's code.
+	Control(r wire.Request, dst []byte) ([]byte, mapping.Code)
+}
+
+// deadline is the context of a call of x, the one place a call's deadline
+// is set: x's timeout, or Options.CallTimeout, from when the call starts.
+// The calls of a batch that start together (a Group) share it.
+func (e *Engine) deadline(ctx context.Context, x *Exchange) (context.Context, context.CancelFunc) {
+	d := x.Timeout
+	if d <= 0 {
+		d = e.opts.CallTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}
