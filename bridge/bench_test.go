@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -10,12 +9,10 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/echo"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
@@ -27,27 +24,15 @@ const benchParams = `{"message":"hello from bench","sequence":"1234567890123","t
 // bench.v1.EchoService on loopback TCP, calling it through the direct path
 // (direct_calls: true, the default) or through grpc-go.
 func newEchoEnv(b testing.TB, direct bool) *env {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	echo.RegisterEchoServiceServer(gs, echo.Server{})
-	reflection.Register(gs)
-	go gs.Serve(lis)
-	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
+	be := testserver.Start(b, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, Dial: backend.DialOptions()})
+	conn := be.Conn()
 	reg, err := bridgereflect.Discover(b.Context(), conn)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var c grpc.ClientConnInterface = conn
 	if direct {
-		c = directConn(b, conn, lis.Addr().String())
+		c = directConn(b, conn, be.Addr())
 	}
 	srv := bridge.New(c, bridge.Options{})
 	srv.Update(reg)
@@ -114,20 +99,7 @@ func BenchmarkEnvelope(b *testing.B) {
 // BenchmarkUnaryLoopback is one call over real loopback HTTP/1.1 to the
 // bridge and real loopback gRPC to the backend, as in production.
 func BenchmarkUnaryLoopback(b *testing.B) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	echo.RegisterEchoServiceServer(gs, echo.Server{})
-	reflection.Register(gs)
-	go gs.Serve(lis)
-	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
+	conn := testserver.Start(b, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, Dial: backend.DialOptions()}).Conn()
 	reg, err := bridgereflect.Discover(b.Context(), conn)
 	if err != nil {
 		b.Fatal(err)

@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"context"
-	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -10,14 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/reflection"
-
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
-	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
@@ -62,22 +56,9 @@ func TestNodeClients(t *testing.T) {
 // helloworld.Greeter and demo.v1.Notes.
 func newDemoEnv(t testing.TB) *env {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	demov1.RegisterNotesServer(gs, demov1.NewServer())
-	helloworld.RegisterGreeterServer(gs, helloworld.Server{})
-	reflection.Register(gs)
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	addr := lis.Addr().String()
-	conn, err := grpc.NewClient(addr, append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	be := testserver.Start(t, testserver.Options{Addr: testserver.Loopback,
+		Services: []testserver.Service{testserver.Notes, testserver.Greeter}, Dial: backend.DialOptions()})
+	conn, addr := be.Conn(), be.Addr()
 	reg, err := bridgereflect.Discover(context.Background(), conn)
 	if err != nil {
 		t.Fatalf("discover: %v", err)

@@ -19,8 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/rpcops"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -97,8 +96,8 @@ const deadlineExpired = "the call's deadline expired"
 // bridge.
 func TestFaultBackendRestart(t *testing.T) {
 	checkLeaks(t)
-	b := startTCPBackend(t, allServices)
-	conn := dialLoopback(t, b.addr)
+	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true})
+	conn := dialLoopback(t, b.Addr())
 	srv := bridge.New(conn, bridge.Options{CallTimeout: 5 * time.Second, MaxInFlight: 1024})
 	srv.Update(discoverOrFail(t, conn))
 	url := serveBridge(t, srv, nil)
@@ -132,7 +131,7 @@ func TestFaultBackendRestart(t *testing.T) {
 			}
 		})
 	}
-	first := b.server()
+	first := b.Test()
 	var all []outcome
 	// Phases: 100 successes, then kill; 20 failures, then restart; 100
 	// successes after the restart.
@@ -155,11 +154,11 @@ func TestFaultBackendRestart(t *testing.T) {
 		}
 		switch {
 		case phase == 0 && n == 100:
-			b.stop()
+			b.Stop()
 			phase, n = 1, 0
 		case phase == 1 && n == 20:
-			b.start(allServices)
-			second = b.server()
+			b.Restart()
+			second = b.Test()
 			phase, n = 2, 0
 		case phase == 2 && n == 100:
 			phase = 3
@@ -225,8 +224,8 @@ func stallListener(t *testing.T) string {
 // the call timeout.
 func TestFaultStalledBackend(t *testing.T) {
 	checkLeaks(t)
-	real := startTCPBackend(t, allServices)
-	reg := discoverOrFail(t, dialLoopback(t, real.addr))
+	real := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true})
+	reg := discoverOrFail(t, dialLoopback(t, real.Addr()))
 	conn := dialLoopback(t, stallListener(t))
 	const timeout = 300 * time.Millisecond
 	srv := bridge.New(conn, bridge.Options{CallTimeout: timeout})
@@ -403,8 +402,8 @@ func TestFaultMessageTooLarge(t *testing.T) {
 // work, without restarting the bridge.
 func TestFaultBackendChangesServices(t *testing.T) {
 	checkLeaks(t)
-	b := startTCPBackend(t, allServices)
-	conn := dialLoopback(t, b.addr)
+	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true})
+	conn := dialLoopback(t, b.Addr())
 	srv := bridge.New(conn, bridge.Options{CallTimeout: 5 * time.Second})
 	url := serveBridge(t, srv, nil)
 	client := newHTTPClient(t)
@@ -448,11 +447,7 @@ func TestFaultBackendChangesServices(t *testing.T) {
 	waitCatalog(func(c *bridgereflect.Catalog) bool { return serves(c, "test.v1.TestService") })
 	wantCode(t, callOne(t, client, url, echoReq(`{"fString":"a"}`), nil), 0, "")
 
-	b.stop()
-	b.start(func(gs *grpc.Server, _ *testv1.Server) {
-		helloworld.RegisterGreeterServer(gs, helloworld.Server{})
-		rpcops.RegisterOpsServer(gs, rpcops.Server{})
-	})
+	b.Restart(testserver.Greeter, testserver.Ops)
 	waitCatalog(func(c *bridgereflect.Catalog) bool {
 		return !serves(c, "test.v1.TestService") && serves(c, "rpc.ops.Ops")
 	})

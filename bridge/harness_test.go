@@ -3,29 +3,22 @@ package bridge_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/test/bufconn"
 
-	"crypto/sha256"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/rpcops"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
-
-	"encoding/hex"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 )
 
 // env is a bridge in front of a real gRPC backend on loopback TCP, whose
@@ -43,53 +36,20 @@ type env struct {
 	conn    *grpc.ClientConn // grpc-go's connection to the backend
 }
 
-// serveBackend serves every test and demo service with reflection on lis
-// until the test ends.
-func serveBackend(t testing.TB, lis net.Listener, opts ...grpc.ServerOption) *testv1.Server {
-	gs := grpc.NewServer(opts...)
-	ts := testv1.NewServer()
-	testv1.RegisterTestServiceServer(gs, ts)
-	demov1.RegisterNotesServer(gs, demov1.NewServer())
-	helloworld.RegisterGreeterServer(gs, helloworld.Server{})
-	rpcops.RegisterOpsServer(gs, rpcops.Server{})
-	reflection.Register(gs)
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	return ts
-}
-
 // startBackend serves every test and demo service with reflection on a
 // bufconn listener and returns a client connection to it.
 func startBackend(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grpc.ClientConn) {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	ts := serveBackend(t, lis, opts...)
-	conn, err := grpc.NewClient("passthrough:///bufconn", append(backend.DialOptions(),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return ts, conn
+	b := testserver.Start(t, testserver.Options{Server: opts, Dial: backend.DialOptions()})
+	return b.Test(), b.Conn()
 }
 
 // startBackendTCP is startBackend on a loopback TCP listener, and returns
 // the backend's address too.
 func startBackendTCP(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grpc.ClientConn, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := serveBackend(t, lis, opts...)
-	addr := lis.Addr().String()
-	conn, err := grpc.NewClient(addr, append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return ts, conn, addr
+	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: opts, Dial: backend.DialOptions()})
+	return b.Test(), b.Conn(), b.Addr()
 }
 
 // directConn gives conn, a connection to addr, the bridge's direct path

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
@@ -273,8 +274,8 @@ func TestLoad(t *testing.T) {
 func runLoad(t *testing.T, size loadSize) {
 	checkLeaks(t)
 	kc := newKeyCounter()
-	b := startTCPBackend(t, allServices, grpc.ChainUnaryInterceptor(kc.intercept))
-	conn := dialLoopback(t, b.addr)
+	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: []grpc.ServerOption{grpc.ChainUnaryInterceptor(kc.intercept)}, NoConn: true})
+	conn := dialLoopback(t, b.Addr())
 	srv := bridge.New(conn, bridge.Options{MaxInFlight: 4096, CallTimeout: 20 * time.Second, WSPingInterval: -1})
 	srv.Update(discoverOrFail(t, conn))
 	url := serveBridge(t, srv, nil)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -20,13 +19,12 @@ import (
 
 	"github.com/coder/websocket"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -137,34 +135,27 @@ func holdStream(_ any, ss grpc.ServerStream) error {
 // whose unary calls take the direct path when direct is true.
 func newBigEnv(t testing.TB, opts bridge.Options, direct bool) (*env, *bigBackend) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := &bigBackend{fields: map[[2]int][]byte{}}
-	// A fixed window, so that a stream the backend does not read holds
-	// the bridge back after a known amount.
-	gs := grpc.NewServer(grpc.ForceServerCodecV2(rawServerCodec{}), grpc.InitialWindowSize(64<<10), grpc.InitialConnWindowSize(16<<20))
-	gs.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "test.v1.TestService",
-		HandlerType: (*any)(nil),
-		Methods:     []grpc.MethodDesc{{MethodName: "Echo", Handler: b.echo}},
-		Streams: []grpc.StreamDesc{
-			{StreamName: "ServerStream", Handler: b.serverStream, ServerStreams: true},
-			{StreamName: "ClientStream", Handler: holdStream, ClientStreams: true},
-		},
-		Metadata: "test.proto",
-	}, b)
-	reflection.Register(gs)
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	addr := lis.Addr().String()
-	conn, err := grpc.NewClient(addr, append(bridge.BackendDialOptions(opts),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	be := testserver.Start(t, testserver.Options{
+		Addr: testserver.Loopback,
+		Services: []testserver.Service{func(gs *grpc.Server) {
+			gs.RegisterService(&grpc.ServiceDesc{
+				ServiceName: "test.v1.TestService",
+				HandlerType: (*any)(nil),
+				Methods:     []grpc.MethodDesc{{MethodName: "Echo", Handler: b.echo}},
+				Streams: []grpc.StreamDesc{
+					{StreamName: "ServerStream", Handler: b.serverStream, ServerStreams: true},
+					{StreamName: "ClientStream", Handler: holdStream, ClientStreams: true},
+				},
+				Metadata: "test.proto",
+			}, b)
+		}},
+		// A fixed window, so that a stream the backend does not read holds
+		// the bridge back after a known amount.
+		Server: []grpc.ServerOption{grpc.ForceServerCodecV2(rawServerCodec{}), grpc.InitialWindowSize(64 << 10), grpc.InitialConnWindowSize(16 << 20)},
+		Dial:   bridge.BackendDialOptions(opts),
+	})
+	conn, addr := be.Conn(), be.Addr()
 	reg, err := bridgereflect.Discover(context.Background(), conn)
 	if err != nil {
 		t.Fatalf("discover: %v", err)

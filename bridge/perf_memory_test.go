@@ -22,10 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/reflection"
-
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/echo"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 // Goal 4 of the performance issue: 1,000 idle keep-alive connections plus
@@ -213,20 +210,7 @@ func buildBridge(tb testing.TB) string {
 // loopback until tb ends and returns its address.
 func startEchoBackend(tb testing.TB) string {
 	tb.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	echo.RegisterEchoServiceServer(gs, echo.Server{})
-	reflection.Register(gs)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = gs.Serve(lis) })
-	tb.Cleanup(func() {
-		gs.Stop()
-		wg.Wait()
-	})
-	return lis.Addr().String()
+	return testserver.Start(tb, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, NoConn: true}).Addr()
 }
 
 // bridgeProc is the bridge's process.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -205,23 +206,27 @@ func (s Settings) BackendList() []Backend {
 	return s.Backends
 }
 
-// Defaults returns the settings used where nothing else is given.
+// Defaults returns the settings used where nothing else is given. A key
+// that sets an option of package bridge or mapping takes that package's
+// default (bridge.Default*, mapping.Default*); the others are the
+// command's own (TestDefaultsMatchPackages holds every key to one of the
+// two).
 func Defaults() Settings {
 	return Settings{
 		Listen:           "127.0.0.1:8080",
-		MaxBodyBytes:     4 << 20,
-		MaxBatchSize:     100,
-		BatchParallelism: 100,
-		CallTimeout:      30 * time.Second,
-		MaxMetadataBytes: 16 << 10,
+		MaxBodyBytes:     bridge.DefaultMaxBodyBytes,
+		MaxBatchSize:     bridge.DefaultMaxBatchSize,
+		BatchParallelism: bridge.DefaultBatchParallelism,
+		CallTimeout:      bridge.DefaultCallTimeout,
+		MaxMetadataBytes: bridge.DefaultMaxMetadataBytes,
 		RefreshInterval:  5 * time.Minute,
 		LogLevel:         "info",
 		LogFormat:        "text",
 		ShutdownTimeout:  15 * time.Second,
 
-		Auth:              Auth{IdentityMetadataKey: "x-bridge-identity"},
-		MaxInFlight:       1024,
-		MaxResponseBytes:  8 << 20,
+		Auth:              Auth{IdentityMetadataKey: bridge.DefaultIdentityMetadataKey},
+		MaxInFlight:       bridge.DefaultMaxInFlight,
+		MaxResponseBytes:  bridge.DefaultMaxResponseBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -231,13 +236,13 @@ func Defaults() Settings {
 		BackendKeepalive:  Keepalive{Timeout: 20 * time.Second},
 
 		OpenRPC:                   OpenRPC{Title: mapping.DefaultTitle, Version: mapping.DefaultVersion},
-		BodyTimeout:               10 * time.Second,
-		ReplyTimeout:              30 * time.Second,
-		MaxBodyReadsPerClient:     64,
-		MaxBodyReadsPerConnection: 16,
+		BodyTimeout:               bridge.DefaultBodyTimeout,
+		ReplyTimeout:              bridge.DefaultReplyTimeout,
+		MaxBodyReadsPerClient:     bridge.DefaultMaxBodyReadsPerClient,
+		MaxBodyReadsPerConnection: bridge.DefaultMaxBodyReadsPerConnection,
 		HTTP2MaxConcurrentStreams: 100,
-		MaxWSConnections:          1024,
-		MaxWSConnectionsPerClient: 128,
+		MaxWSConnections:          bridge.DefaultMaxWSConnections,
+		MaxWSConnectionsPerClient: bridge.DefaultMaxWSConnectionsPerClient,
 
 		Streaming: defaultStreaming(),
 		Tracing:   defaultTracing(),

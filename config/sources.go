@@ -6,6 +6,8 @@ import (
 	"os"
 	"path"
 	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 )
 
 // Descriptors are files describing one backend's services, for backends
@@ -73,15 +75,15 @@ type Streaming struct {
 // because config does not import bridge (cmd's tests check they agree).
 func defaultStreaming() Streaming {
 	return Streaming{
-		MaxStreamMessages:       10000,
-		MaxStreamBytes:          16 << 20,
-		StreamBuffer:            64,
-		StreamBufferBytes:       1 << 20,
-		WSBufferBytes:           4 << 20,
-		SlowClientTimeout:       10 * time.Second,
-		MaxStreamsPerConnection: 100,
-		MaxCallsPerConnection:   256,
-		WSPingInterval:          30 * time.Second,
+		MaxStreamMessages:       bridge.DefaultMaxStreamMessages,
+		MaxStreamBytes:          bridge.DefaultMaxStreamBytes,
+		StreamBuffer:            bridge.DefaultStreamBuffer,
+		StreamBufferBytes:       bridge.DefaultStreamBufferBytes,
+		WSBufferBytes:           bridge.DefaultWSBufferBytes,
+		SlowClientTimeout:       bridge.DefaultSlowClientTimeout,
+		MaxStreamsPerConnection: bridge.DefaultMaxStreamsPerConnection,
+		MaxCallsPerConnection:   bridge.DefaultMaxCallsPerConnection,
+		WSPingInterval:          bridge.DefaultWSPingInterval,
 	}
 }
 

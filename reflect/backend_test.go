@@ -3,31 +3,27 @@ package reflect
 import (
 	"context"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
-	"google.golang.org/grpc/test/bufconn"
 
 	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/rpcops"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
 // reflectionMode says which reflection services a test backend offers.
-type reflectionMode int
+type reflectionMode = testserver.Reflection
 
 const (
-	reflectionBoth    reflectionMode = iota // v1 and v1alpha, as reflection.Register
-	reflectionV1                            // v1 only, as reflection.RegisterV1
-	reflectionV1Alpha                       // v1alpha only
-	reflectionNone                          // no reflection at all
+	reflectionBoth    = testserver.ReflectionBoth    // v1 and v1alpha, as reflection.Register
+	reflectionV1      = testserver.ReflectionV1      // v1 only, as reflection.RegisterV1
+	reflectionV1Alpha = testserver.ReflectionV1Alpha // v1alpha only
+	reflectionNone    = testserver.ReflectionNone    // no reflection at all
 )
 
 type (
@@ -43,55 +39,20 @@ type (
 	opsService struct{ rpcops.UnimplementedOpsServer }
 )
 
-// newBackend returns a gRPC server with the four test services and the
-// reflection services of mode.
-func newBackend(mode reflectionMode, opts ...grpc.ServerOption) *grpc.Server {
-	s := grpc.NewServer(opts...)
-	testv1.RegisterTestServiceServer(s, testService{})
-	demov1.RegisterNotesServer(s, notesService{})
-	helloworld.RegisterGreeterServer(s, greeter{})
-	rpcops.RegisterOpsServer(s, opsService{})
-	switch mode {
-	case reflectionBoth:
-		reflection.Register(s)
-	case reflectionV1:
-		reflection.RegisterV1(s)
-	case reflectionV1Alpha:
-		// reflection.NewServer serves v1alpha (an adapter over the v1
-		// implementation); registering only it leaves v1 Unimplemented.
-		grpc_reflection_v1alpha.RegisterServerReflectionServer(s, reflection.NewServer(reflection.ServerOptions{Services: s}))
-	case reflectionNone:
-	}
-	return s
-}
+func greeterService(s *grpc.Server) { helloworld.RegisterGreeterServer(s, greeter{}) }
+func testServices(s *grpc.Server)   { testv1.RegisterTestServiceServer(s, testService{}) }
+func notes(s *grpc.Server)          { demov1.RegisterNotesServer(s, notesService{}) }
+func ops(s *grpc.Server)            { rpcops.RegisterOpsServer(s, opsService{}) }
 
-// serve runs s on lis until the test ends.
-func serve(t *testing.T, s *grpc.Server, lis net.Listener) {
-	t.Helper()
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = s.Serve(lis) })
-	t.Cleanup(func() {
-		s.Stop()
-		wg.Wait()
-	})
-}
+// fourServices are the four test services, unimplemented: discovery
+// reads only their descriptors.
+var fourServices = []testserver.Service{testServices, notes, greeterService, ops}
 
-// dialBufconn serves a backend of mode on bufconn and returns a client
-// connection to it.
+// dialBufconn serves the four test services and the reflection services
+// of mode on bufconn and returns a client connection to it.
 func dialBufconn(t *testing.T, mode reflectionMode, opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	serve(t, newBackend(mode, opts...), lis)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return lis.DialContext(ctx)
-		}),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("grpc.NewClient: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
+	return testserver.Start(t, testserver.Options{Services: fourServices, Reflection: mode, Server: opts}).Conn()
 }
 
 // signalHandler is a slog.Handler passing every record to records without

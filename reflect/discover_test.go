@@ -19,6 +19,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 var wantMethods = []string{
@@ -181,12 +183,8 @@ func TestDiscoverCancelled(t *testing.T) {
 }
 
 func TestDiscoverTCP(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	serve(t, newBackend(reflectionBoth), lis)
-	reg, err := Discover(t.Context(), dialTCP(t, lis.Addr().String()))
+	conn := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Services: fourServices}).Conn()
+	reg, err := Discover(t.Context(), conn)
 	if err != nil {
 		t.Fatalf("Discover: %v", err)
 	}

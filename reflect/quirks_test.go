@@ -2,7 +2,6 @@ package reflect
 
 import (
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/nodereflect"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
@@ -47,17 +47,9 @@ func quirkyBackend(t *testing.T, q nodereflect.Quirk, reflection string) *grpc.C
 	for _, fd := range fds {
 		add(fd)
 	}
-	s := grpc.NewServer()
-	helloworld.RegisterGreeterServer(s, helloworld.Server{})
-	demov1.RegisterNotesServer(s, demov1.NewServer())
-	testv1.RegisterTestServiceServer(s, testv1.NewServer())
-	nodereflect.NewNode(q, files...).Register(s, reflection)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, s, lis)
-	return dialTCP(t, lis.Addr().String())
+	return testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Reflection: testserver.ReflectionNone,
+		Services: []testserver.Service{testserver.Greeter, testserver.Notes, testserver.Test(testv1.NewServer()),
+			func(s *grpc.Server) { nodereflect.NewNode(q, files...).Register(s, reflection) }}}).Conn()
 }
 
 // allTypesJSON sets every field of test.v1.AllTypes: maps of the three

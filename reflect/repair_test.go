@@ -1,7 +1,6 @@
 package reflect
 
 import (
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/nodereflect"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
@@ -71,17 +71,10 @@ func nodeBackend(t *testing.T, wellKnown bool, reflection ...string) (*grpc.Clie
 		})
 	}
 	refl := nodereflect.New(files...)
-	s := grpc.NewServer()
-	helloworld.RegisterGreeterServer(s, helloworld.Server{})
-	demov1.RegisterNotesServer(s, demov1.NewServer())
-	testv1.RegisterTestServiceServer(s, testv1.NewServer())
-	refl.Register(s, reflection...)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, s, lis)
-	return dialTCP(t, lis.Addr().String()), refl
+	conn := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Reflection: testserver.ReflectionNone,
+		Services: []testserver.Service{testserver.Greeter, testserver.Notes, testserver.Test(testv1.NewServer()),
+			func(s *grpc.Server) { refl.Register(s, reflection...) }}}).Conn()
+	return conn, refl
 }
 
 // invoke calls method of reg on conn with the request in JSON and returns

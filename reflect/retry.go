@@ -18,7 +18,8 @@ const (
 	attemptTimeout    = 10 * time.Second
 )
 
-// RetryOptions tunes DiscoverWithRetry. The zero value is ready to use.
+// RetryOptions tunes how a Watcher retries the first discovery of each
+// backend (see WatchOptions.Retry). The zero value is ready to use.
 type RetryOptions struct {
 	// MinBackoff is the wait after the first failure; zero means 100ms.
 	MinBackoff time.Duration
@@ -44,33 +45,6 @@ func (o RetryOptions) withDefaults() RetryOptions {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
-}
-
-// DiscoverWithRetry calls Discover until it succeeds or ctx is done, waiting
-// an exponentially growing, jittered backoff between MinBackoff and
-// MaxBackoff after each failure (MaxBackoff at once for a backend without
-// reflection). Each attempt is bounded by its own 10s
-// timeout so a stalled backend cannot hang discovery. Every failure is logged
-// at Warn with its attempt number. Once ctx is done it returns ctx.Err().
-func DiscoverWithRetry(ctx context.Context, conn grpc.ClientConnInterface, opts RetryOptions) (*Registry, error) {
-	return discoverWithRetry(ctx, conn, opts, attemptTimeout)
-}
-
-// discoverWithRetry is DiscoverWithRetry bounding each attempt by timeout.
-func discoverWithRetry(ctx context.Context, conn grpc.ClientConnInterface, opts RetryOptions, timeout time.Duration) (*Registry, error) {
-	opts = opts.withDefaults()
-	var reg *Registry
-	err := retry(ctx, opts, func() (err error) {
-		reg, err = discoverOnce(ctx, conn, timeout)
-		return err
-	}, func(attempt int, err error, wait time.Duration) {
-		opts.Logger.WarnContext(ctx, "reflect: discovery failed",
-			slog.Int("attempt", attempt), slog.Any("error", err), slog.Duration("retry_in", wait))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return reg, nil
 }
 
 // retry calls attempt until it succeeds or ctx is done, waiting backoff

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -16,27 +15,9 @@ import (
 	"google.golang.org/grpc/codes"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
-
-// result is what a DiscoverWithRetry running in a goroutine returned.
-type result struct {
-	reg *Registry
-	err error
-}
-
-// goDiscover runs discover in a goroutine the test waits for at cleanup
-// and returns the channel its result arrives on.
-func goDiscover(t *testing.T, discover func() (*Registry, error)) <-chan result {
-	t.Helper()
-	done := make(chan result, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		reg, err := discover()
-		done <- result{reg, err}
-	})
-	t.Cleanup(wg.Wait)
-	return done
-}
 
 // wantWarn checks that r is a Warn record of the given attempt with an error.
 func wantWarn(t *testing.T, r slog.Record, attempt int64) {
@@ -52,7 +33,10 @@ func wantWarn(t *testing.T, r slog.Record, attempt int64) {
 	}
 }
 
-func TestDiscoverWithRetryBackendStartsLater(t *testing.T) {
+// TestWatcherBackendStartsLater: a backend that is not up yet is retried,
+// each failure a Warn record with its attempt number, until it answers;
+// then its catalog is installed.
+func TestWatcherBackendStartsLater(t *testing.T) {
 	addr := closedAddr(t)
 	// Short client reconnect backoff so the test does not wait for grpc's 1s.
 	conn := dialTCP(t, addr, grpc.WithConnectParams(grpc.ConnectParams{
@@ -60,27 +44,27 @@ func TestDiscoverWithRetryBackendStartsLater(t *testing.T) {
 		MinConnectTimeout: time.Second,
 	}))
 	logger, records := newSignalLogger(1000)
-	done := goDiscover(t, func() (*Registry, error) {
-		return DiscoverWithRetry(t.Context(), conn, RetryOptions{
-			MinBackoff: time.Millisecond,
-			MaxBackoff: 20 * time.Millisecond,
-			Logger:     logger,
-		})
-	})
+	w := NewWatcher([]Source{{Name: "later", Conn: conn}}, WatchOptions{Retry: RetryOptions{
+		MinBackoff: time.Millisecond,
+		MaxBackoff: 20 * time.Millisecond,
+		Logger:     logger,
+	}})
+	installed, _ := runWatcher(t, w)
 
-	wantWarn(t, <-records, 1) // the backend is not up yet
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listen on reserved %s: %v", addr, err)
+	r := <-records // the backend is not up yet
+	wantWarn(t, r, 1)
+	if v, _ := recordAttr(r, "backend"); v.String() != "later" {
+		t.Errorf("backend = %v, want later", v)
 	}
-	serve(t, newBackend(reflectionBoth), lis)
+	testserver.Start(t, testserver.Options{Addr: addr, Services: fourServices, NoConn: true})
 
-	res := <-done
-	if res.err != nil {
-		t.Fatalf("DiscoverWithRetry: %v", res.err)
+	var methods []string
+	for _, md := range next(t, installed).Methods() {
+		methods = append(methods, string(md.FullName()))
 	}
-	if got := methodNames(res.reg); !slices.Equal(got, wantMethods) {
-		t.Errorf("Methods() = %q, want %q", got, wantMethods)
+	slices.Sort(methods)
+	if !slices.Equal(methods, wantMethods) {
+		t.Errorf("Methods() = %q, want %q", methods, wantMethods)
 	}
 }
 
@@ -94,22 +78,27 @@ func (stalledReflection) ServerReflectionInfo(stream reflectionv1.ServerReflecti
 	return status.FromContextError(stream.Context().Err()).Err()
 }
 
-func TestDiscoverWithRetryBoundsEachAttempt(t *testing.T) {
-	s := newBackend(reflectionNone)
-	reflectionv1.RegisterServerReflectionServer(s, stalledReflection{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	serve(t, s, lis)
-	conn := dialTCP(t, lis.Addr().String())
+// TestRetryBoundsEachAttempt: each discovery attempt the Watcher retries
+// (discoverOnce, bounded by attemptTimeout there) ends at its own
+// deadline, so a stalled backend is retried rather than waited for.
+func TestRetryBoundsEachAttempt(t *testing.T) {
+	conn := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Reflection: testserver.ReflectionNone,
+		Services: append([]testserver.Service{func(s *grpc.Server) { reflectionv1.RegisterServerReflectionServer(s, stalledReflection{}) }}, fourServices...)}).Conn()
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	logger, records := newSignalLogger(1000)
-	done := goDiscover(t, func() (*Registry, error) {
-		return discoverWithRetry(ctx, conn, RetryOptions{MinBackoff: time.Millisecond, Logger: logger}, 20*time.Millisecond)
+	done := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		done <- retry(ctx, RetryOptions{MinBackoff: time.Millisecond}.withDefaults(), func() error {
+			_, err := discoverOnce(ctx, conn, 20*time.Millisecond)
+			return err
+		}, func(attempt int, err error, wait time.Duration) {
+			logger.Warn("reflect: discovery failed", "attempt", attempt, "error", err)
+		})
 	})
+	t.Cleanup(wg.Wait)
 	for attempt := int64(1); attempt <= 2; attempt++ {
 		r := <-records
 		wantWarn(t, r, attempt)
@@ -119,32 +108,32 @@ func TestDiscoverWithRetryBoundsEachAttempt(t *testing.T) {
 		}
 	}
 	cancel()
-	if res := <-done; !errors.Is(res.err, context.Canceled) {
-		t.Errorf("DiscoverWithRetry error = %v, want context.Canceled", res.err)
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("retry error = %v, want context.Canceled", err)
 	}
 }
 
-func TestDiscoverWithRetryContextDone(t *testing.T) {
+// TestWatcherContextDone: a Watcher whose context ends before any backend
+// answered returns nil from Run and installs nothing, whether the context
+// ends while it waits to retry or had ended already.
+func TestWatcherContextDone(t *testing.T) {
 	tests := []struct {
 		name string
-		// ctx returns the context to discover with and ends it once the
+		// ctx returns the context to run with and ends it once the
 		// first failure is observed.
-		ctx     func(parent context.Context) (context.Context, func())
-		wantErr error
+		ctx func(parent context.Context) (context.Context, func())
 	}{
 		{
 			name: "cancelled while waiting",
 			ctx: func(parent context.Context) (context.Context, func()) {
 				return context.WithCancel(parent)
 			},
-			wantErr: context.Canceled,
 		},
 		{
 			name: "deadline already passed",
 			ctx: func(parent context.Context) (context.Context, func()) {
 				return context.WithDeadline(parent, time.Now().Add(-time.Second))
 			},
-			wantErr: context.DeadlineExceeded,
 		},
 	}
 	for _, tt := range tests {
@@ -153,19 +142,22 @@ func TestDiscoverWithRetryContextDone(t *testing.T) {
 			ctx, end := tt.ctx(t.Context())
 			defer end()
 			logger, records := newSignalLogger(1000)
-			done := goDiscover(t, func() (*Registry, error) {
-				return DiscoverWithRetry(ctx, conn, RetryOptions{MinBackoff: time.Hour, Logger: logger})
-			})
-			var res result
+			w := NewWatcher([]Source{{Name: "none", Conn: conn}}, WatchOptions{Retry: RetryOptions{MinBackoff: time.Hour, Logger: logger}})
+			installs := 0
+			done := make(chan error, 1)
+			var wg sync.WaitGroup
+			wg.Go(func() { done <- w.Run(ctx, func(*Catalog) { installs++ }) })
+			t.Cleanup(wg.Wait)
+			var err error
 			select {
 			case r := <-records:
 				wantWarn(t, r, 1)
 				end()
-				res = <-done
-			case res = <-done:
+				err = <-done
+			case err = <-done:
 			}
-			if res.err != tt.wantErr || res.reg != nil {
-				t.Errorf("DiscoverWithRetry = %v, %v, want nil, %v", res.reg, res.err, tt.wantErr)
+			if err != nil || installs != 0 {
+				t.Errorf("Run = %v with %d installs, want nil and none", err, installs)
 			}
 		})
 	}

@@ -5,15 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
@@ -26,6 +23,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
@@ -265,37 +263,20 @@ func scaleHandler(_ any, _ context.Context, dec func(any) error, _ grpc.UnarySer
 func scaleBackend(tb testing.TB) *grpc.ClientConn {
 	tb.Helper()
 	files := scaleFiles(tb)
-	gs := grpc.NewServer()
-	for i := range scaleServices {
-		pkg, svc := scaleServiceName(i)
-		sd := &grpc.ServiceDesc{ServiceName: pkg + "." + svc, HandlerType: (*any)(nil)}
-		for _, m := range scaleMethods {
-			sd.Methods = append(sd.Methods, grpc.MethodDesc{MethodName: m[0], Handler: scaleHandler})
-		}
-		gs.RegisterService(sd, nil)
-	}
-	opts := reflection.ServerOptions{Services: gs, DescriptorResolver: files, ExtensionResolver: new(protoregistry.Types)}
-	grpc_reflection_v1.RegisterServerReflectionServer(gs, reflection.NewServerV1(opts))
-	grpc_reflection_v1alpha.RegisterServerReflectionServer(gs, reflection.NewServer(opts))
-
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = gs.Serve(lis) })
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		gs.Stop()
-		wg.Wait()
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-		wg.Wait()
-	})
-	return conn
+	return testserver.Start(tb, testserver.Options{Addr: testserver.Loopback, Reflection: testserver.ReflectionNone,
+		Services: []testserver.Service{func(gs *grpc.Server) {
+			for i := range scaleServices {
+				pkg, svc := scaleServiceName(i)
+				sd := &grpc.ServiceDesc{ServiceName: pkg + "." + svc, HandlerType: (*any)(nil)}
+				for _, m := range scaleMethods {
+					sd.Methods = append(sd.Methods, grpc.MethodDesc{MethodName: m[0], Handler: scaleHandler})
+				}
+				gs.RegisterService(sd, nil)
+			}
+			opts := reflection.ServerOptions{Services: gs, DescriptorResolver: files, ExtensionResolver: new(protoregistry.Types)}
+			grpc_reflection_v1.RegisterServerReflectionServer(gs, reflection.NewServerV1(opts))
+			grpc_reflection_v1alpha.RegisterServerReflectionServer(gs, reflection.NewServer(opts))
+		}}}).Conn()
 }
 
 // call makes one JSON-RPC call through srv and returns the reply.

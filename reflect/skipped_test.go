@@ -2,41 +2,26 @@ package reflect
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 // TestDiscoverSkipsServicesWithoutDescriptors: a backend that lists a
 // service it cannot describe (registered by hand, with no file in its
 // registry) still has its other services discovered.
 func TestDiscoverSkipsServicesWithoutDescriptors(t *testing.T) {
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	helloworld.RegisterGreeterServer(gs, helloworld.Server{})
-	gs.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "ghost.v1.Ghost",
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "Boo", Handler: func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
-			return nil, nil
-		}}},
-	}, struct{}{})
-	reflection.Register(gs)
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := testserver.Start(t, testserver.Options{Services: []testserver.Service{testserver.Greeter, func(gs *grpc.Server) {
+		gs.RegisterService(&grpc.ServiceDesc{
+			ServiceName: "ghost.v1.Ghost",
+			HandlerType: (*any)(nil),
+			Methods: []grpc.MethodDesc{{MethodName: "Boo", Handler: func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+				return nil, nil
+			}}},
+		}, struct{}{})
+	}}}).Conn()
 
 	reg, err := Discover(t.Context(), conn)
 	if err != nil {

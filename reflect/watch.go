@@ -126,13 +126,6 @@ func (w *Watcher) Status() Status {
 	return Status{Backends: slices.Clone(w.status), LastError: w.mergeErr}
 }
 
-// Catalog returns the installed Catalog, or nil before the first one.
-func (w *Watcher) Catalog() *Catalog {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.current
-}
-
 // Run discovers every backend, retrying each until it answers, merges
 // their registries and calls install with the Catalog; then it keeps
 // refreshing, calling install with every new Catalog, until ctx is done,

@@ -16,14 +16,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
@@ -33,6 +31,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 // ca is a certificate authority made in the test.
@@ -302,39 +302,17 @@ func (d *dynamicBackend) serveOn(t *testing.T, addr string, extra ...func(*grpc.
 // serveTLSOn is serveOn with TLS when cfg is not nil.
 func (d *dynamicBackend) serveTLSOn(t *testing.T, addr string, cfg *tls.Config, extra ...func(*grpc.Server)) (stop func()) {
 	t.Helper()
-	var lis net.Listener
-	var err error
-	for range 50 { // the port of a stopped server may take a moment to free
-		if lis, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := []grpc.ServerOption{grpc.UnknownServiceHandler(d.handle)}
-	if cfg != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
-	}
-	s := grpc.NewServer(opts...)
+	var services []testserver.Service
 	for _, r := range extra {
-		r(s)
+		services = append(services, r)
 	}
-	reflectionv1.RegisterServerReflectionServer(s, reflection.NewServerV1(reflection.ServerOptions{
-		Services: reflected{d, s}, DescriptorResolver: reflected{d, s}, ExtensionResolver: protoregistry.GlobalTypes,
-	}))
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = s.Serve(lis) })
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			s.Stop()
-			wg.Wait()
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	services = append(services, func(s *grpc.Server) {
+		reflectionv1.RegisterServerReflectionServer(s, reflection.NewServerV1(reflection.ServerOptions{
+			Services: reflected{d, s}, DescriptorResolver: reflected{d, s}, ExtensionResolver: protoregistry.GlobalTypes,
+		}))
+	})
+	return testserver.Start(t, testserver.Options{Addr: addr, TLS: cfg, NoConn: true, Reflection: testserver.ReflectionNone,
+		Server: []grpc.ServerOption{grpc.UnknownServiceHandler(d.handle)}, Services: services}).Stop
 }
 
 // freeAddr returns a loopback address nothing listens on.

@@ -16,9 +16,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/reflection"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
@@ -348,28 +347,12 @@ func TestDialable(t *testing.T) {
 // reflection on a loopback port and returns its address.
 func startBackend(t *testing.T, intercept grpc.UnaryServerInterceptor) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var opts []grpc.ServerOption
 	if intercept != nil {
 		opts = append(opts, grpc.UnaryInterceptor(intercept))
 	}
-	srv := grpc.NewServer(opts...)
-	helloworld.RegisterGreeterServer(srv, helloworld.Server{})
-	testv1.RegisterTestServiceServer(srv, testv1.NewServer())
-	reflection.Register(srv)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-served
-	})
-	return lis.Addr().String()
+	return testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: opts, NoConn: true,
+		Services: []testserver.Service{testserver.Greeter, testserver.Test(testv1.NewServer())}}).Addr()
 }
 
 // reply is a JSON-RPC response.

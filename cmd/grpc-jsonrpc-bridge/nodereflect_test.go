@@ -2,10 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -15,6 +13,7 @@ import (
 	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/nodereflect"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 // TestNodeReflection: against a backend whose reflection answers as
@@ -35,19 +34,10 @@ func TestNodeReflection(t *testing.T) {
 				}},
 			}
 			files := append(nodereflect.Protos(helloworld.File_helloworld_helloworld_proto, demov1.File_demo_v1_notes_proto), haunted)
-			s := grpc.NewServer()
-			helloworld.RegisterGreeterServer(s, helloworld.Server{})
-			demov1.RegisterNotesServer(s, demov1.NewServer())
-			nodereflect.New(files...).Register(s, refl)
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var wg sync.WaitGroup
-			wg.Go(func() { _ = s.Serve(lis) })
-			t.Cleanup(func() { s.Stop(); wg.Wait() })
+			backend := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true, Reflection: testserver.ReflectionNone,
+				Services: []testserver.Service{testserver.Greeter, testserver.Notes, func(s *grpc.Server) { nodereflect.New(files...).Register(s, refl) }}})
 
-			p := start(t, "serve", "--backend", lis.Addr().String(), "--listen", "127.0.0.1:0", "--log-format", "json")
+			p := start(t, "serve", "--backend", backend.Addr(), "--listen", "127.0.0.1:0", "--log-format", "json")
 			var addr string
 			p.stderr.until(t, "listening log", func(l string) bool {
 				var rec struct{ Msg, Addr string }

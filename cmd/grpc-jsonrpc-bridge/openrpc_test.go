@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +12,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"google.golang.org/grpc"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
@@ -284,23 +280,6 @@ func TestServeWebSocket(t *testing.T) {
 	}
 }
 
-// TestStreamingDefaultsMatchBridge: config repeats bridge's defaults.
-func TestStreamingDefaultsMatchBridge(t *testing.T) {
-	st := config.Defaults().Streaming
-	got := []any{st.MaxStreamMessages, st.MaxStreamBytes, st.StreamBuffer, st.SlowClientTimeout,
-		st.MaxStreamsPerConnection, st.MaxCallsPerConnection, st.WSPingInterval, st.WSMaxMessageBytes}
-	want := []any{bridge.DefaultMaxStreamMessages, int64(bridge.DefaultMaxStreamBytes), bridge.DefaultStreamBuffer,
-		bridge.DefaultSlowClientTimeout, bridge.DefaultMaxStreamsPerConnection, bridge.DefaultMaxCallsPerConnection,
-		bridge.DefaultWSPingInterval, int64(0)}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("got config defaults %v, want bridge's %v", got, want)
-	}
-	if st.StreamBufferBytes != bridge.DefaultStreamBufferBytes || st.WSBufferBytes != bridge.DefaultWSBufferBytes {
-		t.Errorf("got config defaults stream_buffer_bytes %d, ws_buffer_bytes %d, want bridge's %d, %d",
-			st.StreamBufferBytes, st.WSBufferBytes, bridge.DefaultStreamBufferBytes, bridge.DefaultWSBufferBytes)
-	}
-}
-
 // startServing runs serve with args on a free loopback port and returns
 // it with its address, once it listens.
 func startServing(t *testing.T, args ...string) (*process, string) {
@@ -322,23 +301,8 @@ func startServing(t *testing.T, args ...string) (*process, string) {
 // a loopback port WITHOUT server reflection and returns its address.
 func startPlainBackend(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	helloworld.RegisterGreeterServer(srv, helloworld.Server{})
-	testv1.RegisterTestServiceServer(srv, testv1.NewServer())
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-served
-	})
-	return lis.Addr().String()
+	return testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Reflection: testserver.ReflectionNone, NoConn: true,
+		Services: []testserver.Service{testserver.Greeter, testserver.Test(testv1.NewServer())}}).Addr()
 }
 
 // metaSchema compiles the OpenRPC meta-schema kept under mapping's

@@ -12,9 +12,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 )
 
 // The attacks of issue 13, points 1 and 2, over the HTTPS listener, where
@@ -223,18 +220,5 @@ func TestHTTP2UnreadReplies(t *testing.T) {
 		if status, r, _ := rpc(t, legit, base+"/", call("helloworld.Greeter.SayHello"), nil); status != http.StatusOK || code(r) != 0 {
 			t.Fatalf("legitimate call %d: got HTTP %d %v, want a result", i, status, r)
 		}
-	}
-}
-
-// TestFrontDoorDefaultsMatchBridge: config repeats bridge's defaults of
-// the limits on slow clients.
-func TestFrontDoorDefaultsMatchBridge(t *testing.T) {
-	d := config.Defaults()
-	got := []any{d.MaxInFlight, d.BodyTimeout, d.ReplyTimeout, d.MaxBodyReadsPerClient, d.MaxBodyReadsPerConnection,
-		d.MaxWSConnections, d.MaxWSConnectionsPerClient}
-	want := []any{bridge.DefaultMaxInFlight, bridge.DefaultBodyTimeout, bridge.DefaultReplyTimeout, bridge.DefaultMaxBodyReadsPerClient,
-		bridge.DefaultMaxBodyReadsPerConnection, bridge.DefaultMaxWSConnections, bridge.DefaultMaxWSConnectionsPerClient}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("got config defaults %v, want bridge's %v", got, want)
 	}
 }

@@ -37,16 +37,6 @@ type tracing struct {
 	propagator propagation.TextMapPropagator
 }
 
-// spanExporterKey carries, in tests only, the exporter that takes the
-// place of OTLP (see withSpanExporter).
-type spanExporterKey struct{}
-
-// withSpanExporter makes serve, when tracing is on, send its spans to exp
-// instead of an OTLP collector. It is the test hook for in-memory exporters.
-func withSpanExporter(ctx context.Context, exp sdktrace.SpanExporter) context.Context {
-	return context.WithValue(ctx, spanExporterKey{}, exp)
-}
-
 // newTracing creates the tracer provider of t: a batch span processor, an
 // OTLP/gRPC exporter (not connected until the first export), a sampler
 // following the client's sampled flag and t.SampleRatio for new traces.
@@ -55,20 +45,16 @@ func newTracing(ctx context.Context, t config.Tracing) (*tracing, error) {
 	if !t.Enabled() {
 		return nil, nil
 	}
-	exp, ok := ctx.Value(spanExporterKey{}).(sdktrace.SpanExporter)
-	if !ok {
-		var opts []otlptracegrpc.Option
-		if t.Endpoint != "" {
-			opts = append(opts, otlptracegrpc.WithEndpoint(t.Endpoint))
-		}
-		if t.Insecure {
-			opts = append(opts, otlptracegrpc.WithInsecure())
-		}
-		e, err := otlptracegrpc.New(ctx, opts...)
-		if err != nil {
-			return nil, &config.KeyError{Key: "tracing.exporter", Err: config.ErrInvalidValue, Reason: err.Error()}
-		}
-		exp = e
+	var opts []otlptracegrpc.Option
+	if t.Endpoint != "" {
+		opts = append(opts, otlptracegrpc.WithEndpoint(t.Endpoint))
+	}
+	if t.Insecure {
+		opts = append(opts, otlptracegrpc.WithInsecure())
+	}
+	exp, err := otlptracegrpc.New(ctx, opts...)
+	if err != nil {
+		return nil, &config.KeyError{Key: "tracing.exporter", Err: config.ErrInvalidValue, Reason: err.Error()}
 	}
 	// Resource attributes from OTEL_RESOURCE_ATTRIBUTES, then the SDK's,
 	// then ours: tracing.service_name wins over OTEL_SERVICE_NAME.

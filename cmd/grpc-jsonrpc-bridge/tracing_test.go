@@ -2,57 +2,81 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
-// keptSpans is an in-memory exporter whose spans outlive the provider's
-// shutdown (tracetest's forgets them then).
-type keptSpans struct{ *tracetest.InMemoryExporter }
+// collector is an OTLP/gRPC trace collector on loopback: it keeps the
+// spans the bridge exports, as a real collector receives them.
+type collector struct {
+	collectortrace.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	spans []span
+}
 
-func (keptSpans) Shutdown(context.Context) error { return nil }
+// span is what the tests check of one exported span.
+type span struct {
+	TraceID      trace.TraceID
+	SpanID       trace.SpanID
+	Parent       trace.SpanID // invalid for a root span
+	RemoteParent bool
+	Kind         trace.SpanKind
+	Name         string
+	Service      string // the resource's service.name
+}
 
-// startTracedBridge is startBridge with spans sent to exp.
-func startTracedBridge(t *testing.T, exp sdktrace.SpanExporter, args ...string) (*process, string) {
+// startCollector serves a collector until the test ends and returns it
+// with its address.
+func startCollector(t *testing.T) (*collector, string) {
 	t.Helper()
-	clearEnv(t)
-	ctx, cancel := context.WithCancel(withSpanExporter(t.Context(), exp))
-	p := &process{cancel: cancel, exit: make(chan int, 1), stdout: newOutput(), stderr: newOutput()}
-	args = append(append([]string{"serve"}, args...), "--listen", "127.0.0.1:0", "--log-format", "json")
-	go func() {
-		code := run(ctx, args, p.stdout.w, p.stderr.w)
-		p.stdout.w.Close()
-		p.stderr.w.Close()
-		p.exit <- code
-	}()
-	t.Cleanup(func() {
-		cancel()
-		p.wait(t)
-		<-p.stdout.done
-		<-p.stderr.done
-	})
-	var addr string
-	p.stderr.until(t, "listening log", func(l string) bool {
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "listening" {
-			addr = rec.Addr
-			return true
+	c := new(collector)
+	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true, Reflection: testserver.ReflectionNone,
+		Services: []testserver.Service{func(s *grpc.Server) { collectortrace.RegisterTraceServiceServer(s, c) }}})
+	return c, b.Addr()
+}
+
+func (c *collector) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		var service string
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.GetKey() == "service.name" {
+				service = kv.GetValue().GetStringValue()
+			}
 		}
-		return false
-	})
-	p.stderr.until(t, "discovery log", func(l string) bool { return strings.Contains(l, "discovered the backends") })
-	return p, addr
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				sp := span{Kind: trace.SpanKind(s.GetKind()), Name: s.GetName(), Service: service,
+					RemoteParent: s.GetFlags()&uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK) != 0}
+				copy(sp.TraceID[:], s.GetTraceId())
+				copy(sp.SpanID[:], s.GetSpanId())
+				copy(sp.Parent[:], s.GetParentSpanId())
+				c.spans = append(c.spans, sp)
+			}
+		}
+	}
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+// received returns the spans exported so far.
+func (c *collector) received() []span {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.spans)
 }
 
 // parseTraceparent splits a version-00 traceparent into its ids.
@@ -74,7 +98,7 @@ func parseTraceparent(t *testing.T, v string) (trace.TraceID, trace.SpanID) {
 }
 
 // TestServeTracing runs serve in front of a real gRPC backend on loopback,
-// with tracing on (spans to memory) and off. On, a call with a traceparent
+// with tracing on (spans to an OTLP/gRPC collector on loopback) and off. On, a call with a traceparent
 // gets a server span whose parent is the client's, and a client span
 // "helloworld.Greeter/SayHello" below it; the backend sees one
 // traceparent, of the client's trace, whose parent is the client span. A
@@ -97,8 +121,12 @@ func TestServeTracing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			be := &recordingBackend{}
 			backend := startBackend(t, be.intercept)
-			exp := tracetest.NewInMemoryExporter()
-			p, addr := startTracedBridge(t, keptSpans{exp}, append([]string{"--backend", backend}, tt.args...)...)
+			for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_RESOURCE_ATTRIBUTES"} {
+				t.Setenv(k, "")
+			}
+			col, colAddr := startCollector(t)
+			// The collector's address is given with tracing off too: no span may reach it.
+			p, addr := startBridge(t, append([]string{"--backend", backend, "--tracing-endpoint", colAddr, "--tracing-insecure"}, tt.args...)...)
 			url := "http://" + addr + "/"
 
 			// A probe and a scrape, which get no spans.
@@ -124,7 +152,7 @@ func TestServeTracing(t *testing.T) {
 			if code := p.stop(t); code != exitOK {
 				t.Fatalf("got exit code %d, want 0; stderr:\n%s", code, p.stderr.rest())
 			}
-			spans := exp.GetSpans()
+			spans := col.received()
 
 			tps := withParent.Get("traceparent")
 			if len(tps) != 1 {
@@ -153,21 +181,21 @@ func TestServeTracing(t *testing.T) {
 			if server == nil || client == nil {
 				t.Fatalf("got spans %v, want a server and a client span in trace %s", spanNames(spans), inTrace)
 			}
-			if server.Name != "POST /" || server.Parent.SpanID() != inParent || !server.Parent.IsRemote() {
-				t.Errorf("server span: got %q with parent %s, want \"POST /\" with the client's parent %s",
-					server.Name, server.Parent.SpanID(), inParent)
+			if server.Name != "POST /" || server.Parent != inParent || !server.RemoteParent {
+				t.Errorf("server span: got %q with parent %s (remote %t), want \"POST /\" with the client's parent %s",
+					server.Name, server.Parent, server.RemoteParent, inParent)
 			}
-			if client.Name != "helloworld.Greeter/SayHello" || client.Parent.SpanID() != server.SpanContext.SpanID() {
+			if client.Name != "helloworld.Greeter/SayHello" || client.Parent != server.SpanID {
 				t.Errorf("client span: got %q with parent %s, want \"helloworld.Greeter/SayHello\" below the server span %s",
-					client.Name, client.Parent.SpanID(), server.SpanContext.SpanID())
+					client.Name, client.Parent, server.SpanID)
 			}
-			if got := attr(client.Resource.Attributes(), "service.name"); got != "edge" {
+			if got := client.Service; got != "edge" {
 				t.Errorf("service.name: got %q, want edge", got)
 			}
 			gotTrace, gotParent := parseTraceparent(t, tps[0])
-			if gotTrace != inTrace || gotParent != client.SpanContext.SpanID() {
+			if gotTrace != inTrace || gotParent != client.SpanID {
 				t.Errorf("the backend got traceparent %s, want trace %s with parent %s (the client span)",
-					tps[0], inTrace, client.SpanContext.SpanID())
+					tps[0], inTrace, client.SpanID)
 			}
 
 			tps = withoutParent.Get("traceparent")
@@ -176,7 +204,7 @@ func TestServeTracing(t *testing.T) {
 			}
 			newTrace, parent := parseTraceparent(t, tps[0])
 			root, child := spanOf(spans, newTrace, trace.SpanKindServer), spanOf(spans, newTrace, trace.SpanKindClient)
-			if newTrace == inTrace || root == nil || child == nil || root.Parent.IsValid() || parent != child.SpanContext.SpanID() {
+			if newTrace == inTrace || root == nil || child == nil || root.Parent.IsValid() || parent != child.SpanID {
 				t.Errorf("without a client traceparent: got backend traceparent %s and spans %v, want a new trace of a root server span and a client span, the backend's parent",
 					tps[0], spanNames(spans))
 			}
@@ -184,30 +212,21 @@ func TestServeTracing(t *testing.T) {
 	}
 }
 
-func spanOf(spans tracetest.SpanStubs, tid trace.TraceID, kind trace.SpanKind) *tracetest.SpanStub {
+func spanOf(spans []span, tid trace.TraceID, kind trace.SpanKind) *span {
 	for i, s := range spans {
-		if s.SpanContext.TraceID() == tid && s.SpanKind == kind {
+		if s.TraceID == tid && s.Kind == kind {
 			return &spans[i]
 		}
 	}
 	return nil
 }
 
-func spanNames(spans tracetest.SpanStubs) []string {
+func spanNames(spans []span) []string {
 	var out []string
 	for _, s := range spans {
-		out = append(out, s.SpanKind.String()+" "+s.Name+" "+s.SpanContext.TraceID().String())
+		out = append(out, s.Kind.String()+" "+s.Name+" "+s.TraceID.String())
 	}
 	return out
-}
-
-func attr(kvs []attribute.KeyValue, key string) string {
-	for _, kv := range kvs {
-		if string(kv.Key) == key {
-			return kv.Value.AsString()
-		}
-	}
-	return ""
 }
 
 // TestTracingOff checks that tracing off leaves the handler and the

@@ -1,30 +1,14 @@
 package rpcops_test
 
 import (
-	"context"
-	"net"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/rpcops"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 func TestPing(t *testing.T) {
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	rpcops.RegisterOpsServer(srv, rpcops.Server{})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := testserver.Start(t, testserver.Options{Services: []testserver.Service{testserver.Ops}, Reflection: testserver.ReflectionNone}).Conn()
 
 	got, err := rpcops.NewOpsClient(conn).Ping(t.Context(), &rpcops.PingRequest{Text: "pong?"})
 	if err != nil {

@@ -2,40 +2,26 @@ package testv1_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
 func newClient(t *testing.T) (testv1.TestServiceClient, *testv1.Server) {
 	t.Helper()
 	impl := testv1.NewServer()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
-	testv1.RegisterTestServiceServer(srv, impl)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := testserver.Start(t, testserver.Options{Services: []testserver.Service{testserver.Test(impl)}, Reflection: testserver.ReflectionNone}).Conn()
 	return testv1.NewTestServiceClient(conn), impl
 }
 

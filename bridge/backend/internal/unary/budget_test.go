@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 // manyHandler answers "/test.Svc/Many" with a request "n,size[,code]":
@@ -40,10 +42,8 @@ func manyHandler(_ any, ss grpc.ServerStream) error {
 
 func startMany(t *testing.T) *Client {
 	t.Helper()
-	lis, target := listen(t, "tcp")
-	srv := grpc.NewServer(grpc.UnknownServiceHandler(manyHandler), grpc.ForceServerCodecV2(passCodec{}))
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
+	target := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: []grpc.ServerOption{grpc.UnknownServiceHandler(manyHandler), grpc.ForceServerCodecV2(passCodec{})},
+		Services: testserver.NoServices, Reflection: testserver.ReflectionNone, NoConn: true}).Addr()
 	return newClient(t, target, Options{})
 }
 

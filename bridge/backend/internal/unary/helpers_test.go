@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 func TestMain(m *testing.M) {
@@ -113,10 +115,8 @@ func serve(t testing.TB, lis net.Listener, h handlerFunc, opts ...grpc.ServerOpt
 		grpc.UnknownServiceHandler(streamHandler(h)),
 		grpc.ForceServerCodecV2(passCodec{}),
 	}, opts...)
-	srv := grpc.NewServer(opts...)
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	return srv
+	return testserver.Start(t, testserver.Options{Listener: lis, Server: opts, Services: testserver.NoServices,
+		Reflection: testserver.ReflectionNone, NoConn: true}).Server()
 }
 
 // listen opens a listener of network "tcp", "unix" or "unix-abstract" and

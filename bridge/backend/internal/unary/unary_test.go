@@ -25,6 +25,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 var networks = []string{"tcp", "unix", "unix-abstract"}
@@ -226,7 +228,7 @@ func TestStatusErrors(t *testing.T) {
 
 // TestCardinality has the backend answer with no message or two.
 func TestCardinality(t *testing.T) {
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(passCodec{}), grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+	handler := grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
 		method, _ := grpc.MethodFromServerStream(ss)
 		if method == "/test.Svc/FailEarly" { // before reading the request
 			return status.Error(codes.FailedPrecondition, "early")
@@ -245,10 +247,9 @@ func TestCardinality(t *testing.T) {
 			return ss.SendMsg(&rawMsg{[]byte("two")})
 		}
 		return ss.SendMsg(&req)
-	}))
-	lis, target := listen(t, "tcp")
-	go srv.Serve(lis)
-	defer srv.Stop()
+	})
+	target := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: []grpc.ServerOption{grpc.ForceServerCodecV2(passCodec{}), handler},
+		Services: testserver.NoServices, Reflection: testserver.ReflectionNone, NoConn: true}).Addr()
 	c := newClient(t, target, Options{})
 	for _, tt := range []struct {
 		method string
