@@ -983,7 +983,9 @@ class Explorer {
     if (role("transport").value === "ws" && this.needsHeaders()) {
       help.textContent = "Browsers cannot send headers on a WebSocket: with a token, metadata or a timeout this stream goes over POST /, its messages in one reply.";
     }
-    role("stream-controls").hidden = !(this.overWS() && sendsMessages(m));
+    role("stream-controls").hidden = !this.overWS();
+    role("stream-send").hidden = !sendsMessages(m);
+    role("stream-close").hidden = !sendsMessages(m);
   }
 
   setStatus(text, cls) {
