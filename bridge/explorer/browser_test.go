@@ -33,8 +33,8 @@ import (
 )
 
 // screenshotsEnv names the directory the browser test writes its
-// screenshots to (docs/explorer when they are refreshed); unset, none are
-// taken.
+// screenshots to, relative to the repository's root (docs/explorer when
+// they are refreshed); unset, none are taken.
 const screenshotsEnv = "EXPLORER_SCREENSHOTS"
 
 // chromiumPackage is the Debian package of the browser the test drives.
@@ -274,6 +274,10 @@ func (p page) screenshot(name string) {
 	if dir == "" {
 		return
 	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join("..", "..", dir) // relative to the repository's root
+	}
+	p.eval(`window.scrollTo(0, 0), ""`)
 	b, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		p.t.Fatal(err)
@@ -323,7 +327,7 @@ func TestExplorer(t *testing.T) {
 			t.Errorf("searching \"notes watch\" shows %q, want demo.v1.Notes.WatchNotes only", visible)
 		}
 		p.fill("search", "")
-		p.method("helloworld.Greeter.SayHello")
+		p.method("demo.v1.Notes.CreateNote")
 		p.screenshot("methods.png")
 	})
 

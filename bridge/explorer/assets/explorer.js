@@ -726,7 +726,7 @@ class Explorer {
     role("call").addEventListener("keydown", (e) => {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); this.send(); }
     });
-    role("params").addEventListener("input", () => this.check(false));
+    role("params").addEventListener("input", () => { this.fit(); this.check(false); });
     role("example").addEventListener("click", () => { this.fillExample(); this.check(false); });
     role("copy-curl").addEventListener("click", () => this.copyCurl());
     role("stream-send").addEventListener("click", () => this.streamSend());
@@ -905,6 +905,13 @@ class Explorer {
   fillExample() {
     if (!this.current) return;
     role("params").value = JSON.stringify(exampleParams(this.schemas, this.current), null, 2);
+    this.fit();
+  }
+
+  // fit sizes the params editor to its text, within 3 to 18 lines.
+  fit() {
+    const ta = role("params");
+    ta.rows = Math.max(3, Math.min(18, ta.value.split("\n").length + 1));
   }
 
   // check validates the params; it shows the errors at their fields and
@@ -1156,7 +1163,7 @@ class Explorer {
 
   addMessage(msg) {
     const list = role("stream-messages");
-    list.append(el("li", { "data-role": "stream-message" }, el("pre", { text: JSON.stringify(msg, null, 2) })));
+    list.append(el("li", { "data-role": "stream-message" }, el("pre", { text: JSON.stringify(msg) })));
   }
 
   endStream() {
@@ -1224,6 +1231,7 @@ class Explorer {
     if (!this.methods.has(e.method)) { this.setStatus(e.method + " is not in the method list (another token?)", "bad"); role("response").hidden = false; return false; }
     this.select(e.method, false, true);
     role("params").value = e.params;
+    this.fit();
     role("metadata").value = e.metadata || "";
     role("timeout").value = e.timeout || "";
     role("transport").value = e.transport === "http" ? "http" : "ws";
