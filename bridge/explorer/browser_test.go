@@ -311,7 +311,8 @@ func TestExplorer(t *testing.T) {
 	ctx := browser(t)
 	tr := watch(t, ctx)
 	p := page{t: t, ctx: ctx}
-	e := newEnv(t, bridge.Options{Explorer: explorer.Handler(explorer.Options{})})
+	playground, elsewhere := pageServer(t), pageServer(t)
+	e := newEnv(t, bridge.Options{Explorer: explorer.Handler(explorer.Options{}), CORSOrigins: []string{playground}})
 
 	t.Run("list", func(t *testing.T) {
 		p := page{t: t, ctx: ctx}
@@ -732,6 +733,33 @@ func TestExplorer(t *testing.T) {
 			t.Error("an inline script ran in the explorer")
 		}
 	})
+
+	// A hosted playground (another origin) reads GET /openrpc.json once
+	// cors_origins lists it; an unlisted origin cannot (docs/explorer.md).
+	t.Run("playground", func(t *testing.T) {
+		p := page{t: t, ctx: ctx}
+		fetchDoc := `fetch("` + e.url + `/openrpc.json").then(r => r.json()).then(d => d.openrpc, e => "rejected")`
+		for _, c := range []struct{ origin, want string }{{playground, "1.3.2"}, {elsewhere, "rejected"}} {
+			p.do(chromedp.Navigate(c.origin + "/"))
+			got, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](fetchDoc, chromedp.EvalAwaitPromise))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("a page on %s fetching /openrpc.json got %q, want %q", c.origin, got, c.want)
+			}
+		}
+	})
+}
+
+// pageServer serves an empty page on a loopback port: another origin.
+func pageServer(t *testing.T) string {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, "<!doctype html><title>elsewhere</title>")
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL
 }
 
 func mustJSON(v any) string {

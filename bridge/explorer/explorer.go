@@ -79,8 +79,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == Path:
 		name = "index.html"
 	case p == Path+"/":
-		// The page's relative URLs resolve against Path, without the slash.
-		http.Redirect(w, r, "../explorer", http.StatusMovedPermanently)
+		// The page's relative URLs resolve against Path, without the
+		// slash. The Location is relative too, so that a proxy serving the
+		// bridge under a prefix keeps it.
+		w.Header().Set("Location", "../explorer")
+		w.WriteHeader(http.StatusMovedPermanently)
 		return
 	case strings.HasPrefix(p, Path+"/"):
 		name = p[len(Path)+1:]
