@@ -28,6 +28,7 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/explorer"
 	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/rpcops"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -47,7 +48,19 @@ type env struct {
 	backend *testv1.Server
 }
 
-func newEnv(t *testing.T, opts bridge.Options) *env {
+// testProtoset describes the test and demo services with their comments,
+// which server reflection does not carry.
+const testProtoset = "../../proto/testpb/test.protoset"
+
+// newEnv serves the backend's services as reflection describes them;
+// newEnvProtoset as a descriptor set does.
+func newEnv(t *testing.T, opts bridge.Options) *env { return newEnvFrom(t, opts, "") }
+
+func newEnvProtoset(t *testing.T, opts bridge.Options) *env {
+	return newEnvFrom(t, opts, testProtoset)
+}
+
+func newEnvFrom(t *testing.T, opts bridge.Options, protoset string) *env {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -58,6 +71,7 @@ func newEnv(t *testing.T, opts bridge.Options) *env {
 	testv1.RegisterTestServiceServer(gs, ts)
 	demov1.RegisterNotesServer(gs, demov1.NewServer())
 	helloworld.RegisterGreeterServer(gs, helloworld.Server{})
+	rpcops.RegisterOpsServer(gs, rpcops.Server{})
 	reflection.Register(gs)
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
@@ -66,12 +80,20 @@ func newEnv(t *testing.T, opts bridge.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	reg, err := bridgereflect.Discover(context.Background(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := bridge.New(conn, opts)
-	srv.Update(reg)
+	if protoset != "" {
+		reg, err := bridgereflect.ReadProtoset(protoset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Update(reg)
+	} else {
+		reg, err := bridgereflect.Discover(context.Background(), conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Update(reg)
+	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	return &env{url: hs.URL, backend: ts}
@@ -312,7 +334,7 @@ func TestExplorer(t *testing.T) {
 	tr := watch(t, ctx)
 	p := page{t: t, ctx: ctx}
 	playground, elsewhere := pageServer(t), pageServer(t)
-	e := newEnv(t, bridge.Options{Explorer: explorer.Handler(explorer.Options{}), CORSOrigins: []string{playground}})
+	e := newEnvProtoset(t, bridge.Options{Explorer: explorer.Handler(explorer.Options{}), CORSOrigins: []string{playground}})
 
 	t.Run("list", func(t *testing.T) {
 		p := page{t: t, ctx: ctx}
@@ -327,8 +349,22 @@ func TestExplorer(t *testing.T) {
 		if visible != "demo.v1.Notes.WatchNotes" {
 			t.Errorf("searching \"notes watch\" shows %q, want demo.v1.Notes.WatchNotes only", visible)
 		}
+		p.fill("search", "errorinfo") // a word of GetNote's description only
+		visible = p.eval(`[...document.querySelectorAll("[data-method]")].filter(b => b.offsetParent !== null).map(b => b.dataset.method).join(",")`)
+		if visible != "demo.v1.Notes.GetNote" {
+			t.Errorf("searching \"errorinfo\" shows %q, want demo.v1.Notes.GetNote only", visible)
+		}
 		p.fill("search", "")
 		p.method("demo.v1.Notes.CreateNote")
+		if d := p.eval(text("method-description")); !strings.HasPrefix(d, "CreateNote stores a note") {
+			t.Errorf("CreateNote's description is %q, want its proto comment", d)
+		}
+		if ty := p.eval(`document.querySelector('tr[data-field="note"] td:nth-child(2)').textContent`); ty != "demo.v1.Note" {
+			t.Errorf("the type of CreateNote's note is %q, want demo.v1.Note", ty)
+		}
+		if errs := p.eval(text("method-errors")); !strings.Contains(errs, "-32602 INVALID_PARAMS") || !strings.Contains(errs, "5 NOT_FOUND") {
+			t.Errorf("CreateNote's errors are %q, want -32602 and the gRPC codes", errs)
+		}
 		p.screenshot("methods.png")
 	})
 
@@ -446,6 +482,15 @@ func TestExplorer(t *testing.T) {
 		seqs := p.eval(`[...document.querySelectorAll('[data-role="stream-message"]')].map(li => JSON.parse(li.textContent).seq).join(",")`)
 		if seqs != "1,2,3,4,5" {
 			t.Errorf("the stream's messages are %q, want 1,2,3,4,5 in order", seqs)
+		}
+		// A long stream keeps the last 500 on the page, numbered as received.
+		p.fill("params", `{"count": 600}`)
+		p.send()
+		p.wait("the end", `document.querySelector('`+sel("stream-end")+`').textContent !== ""`)
+		shown := p.eval(`(() => { const l = document.querySelector('` + sel("stream-messages") + `');
+			return l.children.length + " from " + l.start + ", first seq " + JSON.parse(l.firstElementChild.textContent).seq; })()`)
+		if shown != "500 from 101, first seq 101" || !strings.Contains(p.eval(text("stream-state")), "600 messages") {
+			t.Errorf("a stream of 600 shows %s (%s), want the last 500 from 101", shown, p.eval(text("stream-state")))
 		}
 		// An error after two messages: both shown, then the status.
 		p.fill("params", `{"count": 5, "failCode": 9, "failAfter": 2}`)

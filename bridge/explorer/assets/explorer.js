@@ -678,7 +678,10 @@ if (typeof document !== "undefined") {
 }
 
 const historyKey = "grpc-jsonrpc-bridge.explorer.history";
-const historyMax = 50;
+const historyMax = 50; // calls kept
+const historyParamsMax = 64 << 10; // longer params are not kept
+const shownMessagesMax = 500; // a stream's messages shown; older ones are dropped
+const earlyMax = 1000; // notifications kept for a stream not watched yet
 
 function role(name, root) { return (root || document).querySelector('[data-role="' + name + '"]'); }
 
@@ -1018,6 +1021,7 @@ class Explorer {
     role("reply").textContent = "";
     role("stream").hidden = true;
     role("stream-messages").replaceChildren();
+    role("stream-messages").removeAttribute("start");
     role("stream-end").hidden = true;
     role("stream-end").textContent = "";
     role("stream-state").textContent = "";
@@ -1161,9 +1165,15 @@ class Explorer {
     }
   }
 
+  // addMessage shows a stream's message; past shownMessagesMax the
+  // oldest is dropped, so a long stream does not fill the page's memory.
   addMessage(msg) {
     const list = role("stream-messages");
     list.append(el("li", { "data-role": "stream-message" }, el("pre", { text: JSON.stringify(msg) })));
+    if (list.children.length > shownMessagesMax) {
+      list.firstElementChild.remove();
+      list.start = Number(list.start || 1) + 1; // numbered as received
+    }
   }
 
   endStream() {
@@ -1207,7 +1217,9 @@ class Explorer {
 
   remember(entry, outcome, ms) {
     const h = this.history();
-    h.unshift(Object.assign({}, entry, { outcome, ms }));
+    const e = Object.assign({}, entry, { outcome, ms });
+    if (e.params.length > historyParamsMax) e.params = null; // listed, not replayable
+    h.unshift(e);
     try { localStorage.setItem(historyKey, JSON.stringify(h.slice(0, historyMax))); } catch (e) { /* full or off */ }
     this.renderHistory();
   }
@@ -1228,6 +1240,7 @@ class Explorer {
   }
 
   restore(e) {
+    if (e.params === null) { this.setStatus("The params of that call were too long to keep.", "bad"); role("response").hidden = false; return false; }
     if (!this.methods.has(e.method)) { this.setStatus(e.method + " is not in the method list (another token?)", "bad"); role("response").hidden = false; return false; }
     this.select(e.method, false, true);
     role("params").value = e.params;
@@ -1317,7 +1330,8 @@ class Socket {
         if (fn) fn(msg.method, msg.params);
         else {
           if (!this.early.has(msg.params.stream)) this.early.set(msg.params.stream, []);
-          this.early.get(msg.params.stream).push([msg.method, msg.params]);
+          const q = this.early.get(msg.params.stream);
+          if (q.length < earlyMax || msg.method === "rpc.stream.end") q.push([msg.method, msg.params]);
         }
         if (msg.method === "rpc.stream.end") this.streams.delete(msg.params.stream);
       } else if ("id" in msg && this.pending.has(msg.id)) {
