@@ -697,8 +697,21 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// pretty indents a JSON text, its numbers as written (a double would
+// round a 64-bit integer); text that is not JSON is returned as it is.
 function pretty(text) {
-  try { return JSON.stringify(plain(parseJSON(text).value), null, 2); } catch (e) { return text; }
+  try { return jsonPretty(parseJSON(text).value, ""); } catch (e) { return text; }
+}
+
+function jsonPretty(v, ind) {
+  if (v instanceof Num) return v.raw;
+  const next = ind + "  ";
+  if (Array.isArray(v)) return v.length ? "[\n" + v.map((x) => next + jsonPretty(x, next)).join(",\n") + "\n" + ind + "]" : "[]";
+  if (v && typeof v === "object") {
+    const keys = Object.keys(v);
+    return keys.length ? "{\n" + keys.map((k) => next + JSON.stringify(k) + ": " + jsonPretty(v[k], next)).join(",\n") + "\n" + ind + "}" : "{}";
+  }
+  return JSON.stringify(v);
 }
 
 class Explorer {
@@ -1011,7 +1024,7 @@ class Explorer {
     role("error-code").textContent = String(err.code);
     role("error-status").textContent = statusName(err);
     role("error-message").textContent = err.message || "";
-    const details = err.data === undefined ? "" : JSON.stringify(err.data, null, 2);
+    const details = err.data === undefined ? "" : pretty(JSON.stringify(err.data));
     role("error-details").textContent = details;
   }
 
