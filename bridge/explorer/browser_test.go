@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
@@ -46,6 +47,34 @@ const chromiumPackage = "chromium"
 type env struct {
 	url     string // http://127.0.0.1:PORT
 	backend *testv1.Server
+
+	mu   sync.Mutex
+	seen seenCall // the last unary call the backend received
+}
+
+// seenCall is what the backend saw of a unary call.
+type seenCall struct {
+	method   string
+	md       metadata.MD
+	deadline time.Duration // left when it arrived; 0 without one
+}
+
+func (e *env) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	c := seenCall{method: info.FullMethod, md: md}
+	if d, ok := ctx.Deadline(); ok {
+		c.deadline = time.Until(d)
+	}
+	e.mu.Lock()
+	e.seen = c
+	e.mu.Unlock()
+	return h(ctx, req)
+}
+
+func (e *env) last() seenCall {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seen
 }
 
 // testProtoset describes the test and demo services with their comments,
@@ -66,7 +95,8 @@ func newEnvFrom(t *testing.T, opts bridge.Options, protoset string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	e := &env{}
+	gs := grpc.NewServer(grpc.UnaryInterceptor(e.intercept))
 	ts := testv1.NewServer()
 	testv1.RegisterTestServiceServer(gs, ts)
 	demov1.RegisterNotesServer(gs, demov1.NewServer())
@@ -96,7 +126,8 @@ func newEnvFrom(t *testing.T, opts bridge.Options, protoset string) *env {
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, backend: ts}
+	e.url, e.backend = hs.URL, ts
+	return e
 }
 
 // post calls the bridge from Go, as another client would.
@@ -575,6 +606,12 @@ func TestExplorer(t *testing.T) {
 		p.fill("params", `{"name": "O'Hara"}`)
 		p.fill("metadata", "tenant: t1")
 		p.fill("timeout", "5s")
+		// Sent from the page, the metadata and the timeout reach the backend.
+		p.send()
+		c := e.last()
+		if c.method != "/helloworld.Greeter/SayHello" || strings.Join(c.md.Get("tenant"), ",") != "t1" || c.deadline <= 0 || c.deadline > 5*time.Second {
+			t.Errorf("the backend saw %s with tenant %v and %s left, want SayHello, t1 and at most 5s", c.method, c.md.Get("tenant"), c.deadline)
+		}
 		p.click(sel("copy-curl"))
 		cmd := p.eval(`document.querySelector('` + sel("curl") + `').value`)
 		for _, want := range []string{"-H 'Grpc-Metadata-tenant: t1'", "-H 'Grpc-Timeout: 5S'", "-H 'Content-Type: application/json'", e.url + "/"} {
