@@ -210,7 +210,7 @@ type Options struct {
 	Metrics *Metrics
 	// Explorer, if not nil, serves GET /explorer and the paths below it:
 	// the API explorer page of package bridge/explorer
-	// (explorer.Handler). Nil makes them 404.
+	// (explorer.Handler()). Nil makes them 404.
 	Explorer http.Handler
 	// AccessLog, if not nil, receives one Info record per call and per
 	// refused request. It is often Logger itself.

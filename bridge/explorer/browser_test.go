@@ -365,7 +365,7 @@ func TestExplorer(t *testing.T) {
 	tr := watch(t, ctx)
 	p := page{t: t, ctx: ctx}
 	playground, elsewhere := pageServer(t), pageServer(t)
-	e := newEnvProtoset(t, bridge.Options{Explorer: explorer.Handler(explorer.Options{}), CORSOrigins: []string{playground}})
+	e := newEnvProtoset(t, bridge.Options{Explorer: explorer.Handler(), CORSOrigins: []string{playground}})
 
 	t.Run("list", func(t *testing.T) {
 		p := page{t: t, ctx: ctx}
@@ -397,6 +397,9 @@ func TestExplorer(t *testing.T) {
 			t.Errorf("CreateNote's errors are %q, want -32602 and the gRPC codes", errs)
 		}
 		p.screenshot("methods.png")
+		// A link names a method.
+		p.do(chromedp.Navigate(e.url + "/explorer#m=demo.v1.Notes.GetNote"))
+		p.wait("the linked method", text("method-name")+` === "demo.v1.Notes.GetNote"`)
 	})
 
 	t.Run("unary", func(t *testing.T) {
@@ -464,6 +467,12 @@ func TestExplorer(t *testing.T) {
 			}
 			p.click(sel("send"))
 			p.wait("the refusal", text("status")+`.startsWith("Not sent")`)
+		}
+		// Clicking an error selects its field in the editor.
+		p.fill("params", `{"key": "v", "kee": 1}`)
+		p.click(`[data-role="field-error"][data-field="kee"] button`)
+		if got := p.eval(`(() => { const e = document.querySelector('` + sel("params") + `'); return e.value.slice(e.selectionStart, e.selectionEnd); })()`); got != `"kee": 1` {
+			t.Errorf("clicking the error of kee selects %q", got)
 		}
 		if n := e.backend.Calls("v"); n != 0 {
 			t.Errorf("invalid params reached the backend: Count(v) ran %d times", n)
@@ -723,7 +732,7 @@ func TestExplorer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ea := newEnv(t, bridge.Options{Auth: a, Explorer: explorer.Handler(explorer.Options{})})
+	ea := newEnv(t, bridge.Options{Auth: a, Explorer: explorer.Handler()})
 
 	t.Run("auth", func(t *testing.T) {
 		p := page{t: t, ctx: ctx}

@@ -33,12 +33,10 @@ type asset struct {
 	etag        string
 }
 
-// Options configure the handler. The zero value serves the page.
-type Options struct{}
-
 // Handler serves the page at Path and its assets below it. Anything else
-// under Path is 404; methods other than GET and HEAD are 405.
-func Handler(Options) http.Handler {
+// under Path is 404; methods other than GET and HEAD are 405. Mount it
+// with bridge.Options.Explorer.
+func Handler() http.Handler {
 	h := &handler{files: map[string]asset{}}
 	sub, err := fs.Sub(assets, "assets")
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 // assets with their types and headers, and 404, 405 and redirects for
 // the rest.
 func TestHandler(t *testing.T) {
-	e := newEnv(t, bridge.Options{Explorer: explorer.Handler(explorer.Options{})})
+	e := newEnv(t, bridge.Options{Explorer: explorer.Handler()})
 	off := newEnv(t, bridge.Options{})
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	cases := []struct {
@@ -117,7 +117,7 @@ func TestCSP(t *testing.T) {
 // TestAssetSize keeps the page small: docs/explorer.md states its
 // gzipped size, which must stay under this budget.
 func TestAssetSize(t *testing.T) {
-	e := newEnv(t, bridge.Options{Explorer: explorer.Handler(explorer.Options{})})
+	e := newEnv(t, bridge.Options{Explorer: explorer.Handler()})
 	total, gz := 0, 0
 	for _, p := range []string{"/explorer", "/explorer/explorer.js", "/explorer/explorer.css", "/explorer/icon.svg"} {
 		resp, err := http.Get(e.url + p)

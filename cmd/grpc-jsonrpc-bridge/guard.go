@@ -98,7 +98,7 @@ func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bri
 	o.MaxWSConnectionsPerClient = s.MaxWSConnectionsPerClient
 	o.Metrics = m
 	if s.Explorer {
-		o.Explorer = explorer.Handler(explorer.Options{})
+		o.Explorer = explorer.Handler()
 	}
 	o.AccessLog = access
 	return o
