@@ -474,6 +474,20 @@ func TestExplorer(t *testing.T) {
 		if got := p.eval(`(() => { const e = document.querySelector('` + sel("params") + `'); return e.value.slice(e.selectionStart, e.selectionEnd); })()`); got != `"kee": 1` {
 			t.Errorf("clicking the error of kee selects %q", got)
 		}
+		// So do a bad timeout and bad metadata.
+		p.fill("params", `{"key": "v"}`)
+		for _, c := range []struct{ role, value, want string }{
+			{"timeout", "5 parsecs", "Not sent: timeout: want a whole number and a unit"},
+			{"metadata", "no colon here", "Not sent: metadata: metadata line 1: want key: value"},
+		} {
+			p.fill(c.role, c.value)
+			p.click(sel("send"))
+			p.wait("the refusal", text("status")+`.startsWith("Not sent")`)
+			if s := p.eval(text("status")); !strings.HasPrefix(s, c.want) || p.eval(`document.querySelector('`+sel(c.role)+`').getAttribute("aria-invalid")`) != "true" {
+				t.Errorf("%s %q: the status is %q, want %q and the field marked", c.role, c.value, s, c.want)
+			}
+			p.fill(c.role, "")
+		}
 		if n := e.backend.Calls("v"); n != 0 {
 			t.Errorf("invalid params reached the backend: Count(v) ran %d times", n)
 		}

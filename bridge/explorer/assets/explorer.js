@@ -824,7 +824,9 @@ class Explorer {
 
   fromHash() {
     const m = /^#m=(.+)$/.exec(location.hash);
-    if (m && this.methods.has(decodeURIComponent(m[1]))) { this.select(decodeURIComponent(m[1]), false); return true; }
+    let name = "";
+    try { name = m ? decodeURIComponent(m[1]) : ""; } catch (e) { name = ""; }
+    if (name && this.methods.has(name)) { this.select(name, false); return true; }
     return false;
   }
 
@@ -976,12 +978,21 @@ class Explorer {
     else if (e.at !== undefined) ta.setSelectionRange(e.at, Math.min(ta.value.length, e.at + 1));
   }
 
+  // headers are the request's headers, or throw naming the field that
+  // holds a bad value (marked invalid).
   headers() {
     const h = [["Content-Type", "application/json"]];
     const token = role("token").value.trim();
     if (token) h.push(["Authorization", "Bearer " + token]);
-    for (const kv of metadataHeaders(role("metadata").value)) h.push(kv);
-    const t = grpcTimeout(role("timeout").value);
+    const field = (name, f) => {
+      const input = role(name);
+      try { const v = f(input.value); input.setAttribute("aria-invalid", "false"); return v; } catch (e) {
+        input.setAttribute("aria-invalid", "true");
+        throw new Error(name + ": " + e.message);
+      }
+    };
+    for (const kv of field("metadata", metadataHeaders)) h.push(kv);
+    const t = field("timeout", grpcTimeout);
     if (t) h.push(["Grpc-Timeout", t]);
     return h;
   }
@@ -1084,11 +1095,13 @@ class Explorer {
 
   // ---- WebSocket streams ----
 
+  // ws is the page's WebSocket, opened on first use (or again after it
+  // closed), shared by its streams.
   async ws() {
-    if (this.socket && this.socket.ready) return this.socket;
-    this.socket = new Socket(location.origin.replace(/^http/, "ws") + this.base + "ws", this);
-    await this.socket.opened;
-    return this.socket;
+    if (!this.socket || this.socket.closed) this.socket = new Socket(location.origin.replace(/^http/, "ws") + this.base + "ws", this);
+    const sock = this.socket;
+    await sock.opened;
+    return sock;
   }
 
   async sendWS(m, res, entry) {
@@ -1299,6 +1312,7 @@ class Socket {
   constructor(url, owner) {
     this.ws = new WebSocket(url);
     this.ready = false;
+    this.closed = false;
     this.pending = new Map();
     this.streams = new Map();
     this.early = new Map(); // notifications of streams not yet watched
@@ -1309,6 +1323,7 @@ class Socket {
     });
     this.ws.onclose = (e) => {
       this.ready = false;
+      this.closed = true;
       const why = "code " + e.code + (e.reason ? " " + e.reason : "");
       for (const done of this.pending.values()) done({ error: { code: -32603, message: "the WebSocket closed: " + why } });
       this.pending.clear();
