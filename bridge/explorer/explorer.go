@@ -5,6 +5,8 @@
 package explorer
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -26,11 +28,11 @@ const Path = "/explorer"
 const policy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'%s; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// asset is one embedded file ready to serve.
+// asset is one embedded file ready to serve, as it is and gzipped.
 type asset struct {
-	body        []byte
-	contentType string
-	etag        string
+	body, gzipped []byte
+	contentType   string
+	etag          string
 }
 
 // Handler serves the page at Path and its assets below it. Anything else
@@ -51,7 +53,11 @@ func Handler() http.Handler {
 			return err
 		}
 		sum := sha256.Sum256(b)
-		h.files[name] = asset{body: b, contentType: contentTypes[path.Ext(name)], etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+		zw.Write(b)
+		zw.Close()
+		h.files[name] = asset{body: b, gzipped: gz.Bytes(), contentType: contentTypes[path.Ext(name)], etag: hex.EncodeToString(sum[:8])}
 		return nil
 	})
 	if err != nil {
@@ -104,16 +110,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
 	hd.Set("Cache-Control", "no-cache") // revalidated by ETag: a new binary serves new assets
-	hd.Set("ETag", a.etag)
-	if r.Header.Get("If-None-Match") == a.etag {
+	hd.Set("Vary", "Accept-Encoding")
+	body, etag := a.body, `"`+a.etag+`"`
+	if acceptsGzip(r.Header.Values("Accept-Encoding")) {
+		body, etag = a.gzipped, `"`+a.etag+`-gzip"`
+		hd.Set("Content-Encoding", "gzip")
+	}
+	hd.Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	hd.Set("Content-Type", a.contentType)
-	hd.Set("Content-Length", strconv.Itoa(len(a.body)))
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		w.Write(a.body)
+		w.Write(body)
 	}
 }
 
@@ -142,6 +154,26 @@ func validHost(h string) bool {
 		}
 	}
 	return true
+}
+
+// acceptsGzip reports whether Accept-Encoding values allow gzip: listed
+// (or "*") without q=0.
+func acceptsGzip(values []string) bool {
+	for _, v := range values {
+		for item := range strings.SplitSeq(v, ",") {
+			name, params, _ := strings.Cut(item, ";")
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name != "gzip" && name != "*" {
+				continue
+			}
+			q := strings.ReplaceAll(strings.ToLower(params), " ", "")
+			if q == "q=0" || strings.HasPrefix(q, "q=0.") && strings.Trim(q[4:], "0") == "" {
+				return false
+			}
+			return true
+		}
+	}
+	return false
 }
 
 func reply(w http.ResponseWriter, code int, msg string) {
