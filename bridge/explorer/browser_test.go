@@ -393,6 +393,19 @@ func TestExplorer(t *testing.T) {
 		if ty := p.eval(`document.querySelector('tr[data-field="note"] td:nth-child(2)').textContent`); ty != "demo.v1.Note" {
 			t.Errorf("the type of CreateNote's note is %q, want demo.v1.Note", ty)
 		}
+		var schemas struct {
+			Schema      map[string]any
+			Definitions map[string]map[string]any
+		}
+		for _, r := range []string{"params-schema", "result-schema"} {
+			if err := json.Unmarshal([]byte(p.eval(text(r))), &schemas); err != nil {
+				t.Fatalf("%s: %v", r, err)
+			}
+			name := map[string]string{"params-schema": "demo.v1.Note-input", "result-schema": "demo.v1.Note"}[r]
+			if schemas.Definitions[name]["properties"] == nil {
+				t.Errorf("CreateNote's %s lacks the schema of %s: %v", r, name, schemas)
+			}
+		}
 		if errs := p.eval(text("method-errors")); !strings.Contains(errs, "-32602 INVALID_PARAMS") || !strings.Contains(errs, "5 NOT_FOUND") {
 			t.Errorf("CreateNote's errors are %q, want -32602 and the gRPC codes", errs)
 		}
