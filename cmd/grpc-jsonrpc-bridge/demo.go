@@ -23,7 +23,8 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Serve the bridge in front of built-in demo services",
 		Long: "demo starts an in-process gRPC server with helloworld.Greeter and demo.v1.Notes\n" +
 			"on 127.0.0.1 and serves the bridge in front of it, exactly as serve would. Once\n" +
-			"the services are discovered it prints curl commands to try.",
+			"the services are discovered it prints curl commands to try and the URL of the API\n" +
+			"explorer (unless --explorer=false).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := loadSettings(cmd)
