@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,6 +67,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			serveProbe(w, r, false, s.withDetails(`{"status":"discovering","reason":"the backend's services are not discovered yet"}`))
 		}
 	default:
+		if h := s.opts.Explorer; h != nil && (r.URL.Path == "/explorer" || strings.HasPrefix(r.URL.Path, "/explorer/")) {
+			h.ServeHTTP(w, r) // the API explorer: see bridge/explorer
+			return
+		}
 		writeJSON(w, http.StatusNotFound, []byte(`{"error":"not found: JSON-RPC is served at POST /"}`))
 	}
 }

@@ -214,6 +214,10 @@ type Options struct {
 	// Metrics, if not nil, records the bridge's Prometheus metrics, which
 	// GET /metrics serves.
 	Metrics *Metrics
+	// Explorer, if not nil, serves GET /explorer and the paths below it:
+	// the API explorer page of package bridge/explorer
+	// (explorer.Handler()). Nil makes them 404.
+	Explorer http.Handler
 	// AccessLog, if not nil, receives one Info record per call and per
 	// refused request. It is often Logger itself.
 	AccessLog *slog.Logger

@@ -76,6 +76,7 @@ func keys() []key {
 		{name: "max_ws_connections_per_client", usage: "most open WebSocket connections of one client (its identity, or its IP address with authentication off); more get HTTP 429", field: func(s *Settings) any { return &s.MaxWSConnectionsPerClient }},
 		{name: "access_log", usage: "log one line per call and per refused request", field: func(s *Settings) any { return &s.AccessLog }},
 		{name: "metrics", usage: "serve Prometheus metrics at GET /metrics", field: func(s *Settings) any { return &s.Metrics }},
+		{name: "explorer", usage: "serve the API explorer, a page to browse and call the methods, at GET /explorer", field: func(s *Settings) any { return &s.Explorer }},
 		{name: "protoset", usage: "serve the services of this FileDescriptorSet file (protoc --descriptor_set_out --include_imports) instead of discovering them by reflection", field: func(s *Settings) any { return &s.Descriptors.Protoset }},
 		{name: "proto", usage: "serve the services of these .proto files instead of discovering them by reflection", field: func(s *Settings) any { return &s.Descriptors.Proto }},
 		{name: "import_path", usage: "directories the proto files and their imports are found in (default the current directory)", field: func(s *Settings) any { return &s.Descriptors.ImportPath }, short: "I"},

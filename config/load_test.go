@@ -114,6 +114,10 @@ func TestLoad(t *testing.T) {
 			want: func(*Settings) {},
 			file: "max_batch_size: 5\n",
 		},
+		{name: "explorer on by default", want: func(s *Settings) { s.Explorer = true }},
+		{name: "explorer off by flag", args: []string{"--explorer=false"}, want: func(s *Settings) { s.Explorer = false }},
+		{name: "explorer off by env", env: map[string]string{"BRIDGE_EXPLORER": "false"}, want: func(s *Settings) { s.Explorer = false }},
+		{name: "explorer off by file", args: []string{"--config", "$FILE"}, file: "explorer: false\n", want: func(s *Settings) { s.Explorer = false }},
 		{
 			name: "flag false over env true",
 			args: []string{"--emit-unpopulated=false"},

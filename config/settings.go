@@ -102,6 +102,8 @@ type Settings struct {
 	AccessLog bool
 	// Metrics serves Prometheus metrics at GET /metrics.
 	Metrics bool
+	// Explorer serves the API explorer page at GET /explorer.
+	Explorer bool
 	// Descriptors, when set, give the services of a backend without
 	// reflection; the zero value discovers them by reflection.
 	Descriptors Descriptors
@@ -232,6 +234,7 @@ func Defaults() Settings {
 		IdleTimeout:       2 * time.Minute,
 		AccessLog:         true,
 		Metrics:           true,
+		Explorer:          true,
 		DirectCalls:       true,
 		BackendKeepalive:  Keepalive{Timeout: 20 * time.Second},
 

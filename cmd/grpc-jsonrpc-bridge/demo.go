@@ -23,7 +23,8 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Serve the bridge in front of built-in demo services",
 		Long: "demo starts an in-process gRPC server with helloworld.Greeter and demo.v1.Notes\n" +
 			"on 127.0.0.1 and serves the bridge in front of it, exactly as serve would. Once\n" +
-			"the services are discovered it prints curl commands to try.",
+			"the services are discovered it prints curl commands to try and the URL of the API\n" +
+			"explorer (unless --explorer=false).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := loadSettings(cmd)
@@ -65,13 +66,16 @@ func demo(ctx context.Context, s config.Settings, log *slog.Logger, stdout, stde
 
 	s.Backend, s.Backends = lis.Addr().String(), nil
 	log.Info("demo backend listening", "addr", s.Backend)
-	return serve(ctx, s, log, stderr, func(addr net.Addr) { printBanner(stdout, addr, s.Backend) })
+	return serve(ctx, s, log, stderr, func(addr net.Addr) { printBanner(stdout, addr, s.Backend, s.Explorer) })
 }
 
 // printBanner tells how to try the demo served at addr.
-func printBanner(w io.Writer, addr net.Addr, backend string) {
+func printBanner(w io.Writer, addr net.Addr, backend string, explorer bool) {
 	url := "http://" + dialable(addr) + "/"
 	fmt.Fprintf(w, "grpc-jsonrpc-bridge demo: JSON-RPC 2.0 at %s\n", url)
+	if explorer {
+		fmt.Fprintf(w, "API explorer (open it in a browser): %sexplorer\n", url)
+	}
 	fmt.Fprintf(w, "in front of helloworld.Greeter and demo.v1.Notes (gRPC on %s). Try:\n\n", backend)
 	for _, c := range demoCalls() {
 		fmt.Fprintf(w, "  # %s\n  curl -s -w '\\n'%s %s -d '%s'\n", c.comment, c.flags, url, c.body)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/explorer"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -96,6 +97,9 @@ func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bri
 	o.MaxWSConnections = s.MaxWSConnections
 	o.MaxWSConnectionsPerClient = s.MaxWSConnectionsPerClient
 	o.Metrics = m
+	if s.Explorer {
+		o.Explorer = explorer.Handler()
+	}
 	o.AccessLog = access
 	return o
 }
