@@ -14,6 +14,7 @@
 //	bridge/wire       the JSON-RPC wire: Parse, replies, notifications, errors
 //	bridge/backend    Invoker (grpc-go | direct), statuses, DirectConn
 //	  internal/unary  the bridge's own HTTP/2 client
+//	bridge/explorer   GET /explorer: the API explorer page (static, embedded)
 //
 // The files of this package: http.go (routes, POST /, GET /openrpc.json),
 // origin.go (Host, Origin, CORS), auth_http.go (authentication at the

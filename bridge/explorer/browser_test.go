@@ -2,9 +2,10 @@ package explorer_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,17 +22,15 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/explorer"
-	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/rpcops"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 )
 
 // screenshotsEnv names the directory the browser test writes its
@@ -91,25 +90,14 @@ func newEnvProtoset(t *testing.T, opts bridge.Options) *env {
 
 func newEnvFrom(t *testing.T, opts bridge.Options, protoset string) *env {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := &env{}
-	gs := grpc.NewServer(grpc.UnaryInterceptor(e.intercept))
 	ts := testv1.NewServer()
-	testv1.RegisterTestServiceServer(gs, ts)
-	demov1.RegisterNotesServer(gs, demov1.NewServer())
-	helloworld.RegisterGreeterServer(gs, helloworld.Server{})
-	rpcops.RegisterOpsServer(gs, rpcops.Server{})
-	reflection.Register(gs)
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), append(bridge.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := testserver.Start(t, testserver.Options{
+		Addr:     testserver.Loopback,
+		Services: []testserver.Service{testserver.Test(ts), testserver.Notes, testserver.Greeter, testserver.Ops},
+		Server:   []grpc.ServerOption{grpc.UnaryInterceptor(e.intercept)},
+		Dial:     backend.DialOptions(),
+	}).Conn()
 	srv := bridge.New(conn, opts)
 	if protoset != "" {
 		reg, err := bridgereflect.ReadProtoset(protoset)
@@ -753,8 +741,8 @@ func TestExplorer(t *testing.T) {
 	})
 
 	a, err := bridge.NewAuth([]bridge.Identity{
-		{Name: "admin", Tokens: []string{bridge.HashToken("admin-token-0123456789")}, Allow: []string{"*"}},
-		{Name: "greeter", Tokens: []string{bridge.HashToken("greeter-token-0123456789")}, Allow: []string{"helloworld.*"}},
+		{Name: "admin", Tokens: []string{hashToken("admin-token-0123456789")}, Allow: []string{"*"}},
+		{Name: "greeter", Tokens: []string{hashToken("greeter-token-0123456789")}, Allow: []string{"helloworld.*"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -883,4 +871,10 @@ func pageServer(t *testing.T) string {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// hashToken is the digest of token in the form Identity.Tokens takes.
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
