@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,10 +23,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
@@ -517,4 +520,63 @@ func (c *ca) leaf(t *testing.T, cn, uri string) *tls.Certificate {
 		t.Fatal(err)
 	}
 	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestWebSocketTokenSubprotocol: a browser, which cannot send headers
+// with a WebSocket, offers its token as a subprotocol
+// (auth.WSTokenProtocol + base64url(token)) beside "jsonrpc", which the
+// bridge selects; the token then authenticates the connection as the
+// Authorization header would. A wrong or doubled token is 401, and a
+// header, when sent, decides alone.
+func TestWebSocketTokenSubprotocol(t *testing.T) {
+	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
+	proto := func(token string) string {
+		return auth.WSTokenProtocol + base64.RawURLEncoding.EncodeToString([]byte(token))
+	}
+	dial := func(h http.Header, protocols ...string) (*websocket.Conn, *http.Response, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		return websocket.Dial(ctx, e.url+"/ws", &websocket.DialOptions{Subprotocols: protocols, HTTPHeader: h})
+	}
+	t.Run("token", func(t *testing.T) {
+		c, _, err := dial(nil, "jsonrpc", proto("greeter-token-0123456789"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		if got := c.Subprotocol(); got != "jsonrpc" {
+			t.Errorf("selected subprotocol %q, want jsonrpc", got)
+		}
+		w := &wsClient{t: t, c: c}
+		w.send(req("helloworld.Greeter.SayHello", `{"name":"ws"}`, "1"))
+		if r := w.read(); r["error"] != nil {
+			t.Errorf("allowed call: %v", r["error"])
+		}
+		w.send(req("test.v1.TestService.Echo", `{}`, "2"))
+		if code, st := errStatus(t, w.read()); code != 7 || st != "PERMISSION_DENIED" {
+			t.Errorf("forbidden call: code %d %s, want 7 PERMISSION_DENIED", code, st)
+		}
+	})
+	for _, tt := range []struct {
+		name      string
+		header    http.Header
+		protocols []string
+	}{
+		{"wrong token", nil, []string{"jsonrpc", proto("not-a-token-of-anyone")}},
+		{"two tokens", nil, []string{"jsonrpc", proto("greeter-token-0123456789"), proto("reader-token-0123456789")}},
+		{"not base64url", nil, []string{"jsonrpc", auth.WSTokenProtocol + "a+b"}},
+		{"header decides", bearer("not-a-token-of-anyone"), []string{"jsonrpc", proto("greeter-token-0123456789")}},
+		{"no token", nil, []string{"jsonrpc"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, resp, err := dial(tt.header, tt.protocols...)
+			if err == nil {
+				c.CloseNow()
+				t.Fatal("the upgrade succeeded, want 401")
+			}
+			if resp == nil || resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("got %v, %v; want HTTP 401", resp, err)
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -168,12 +169,22 @@ func (a *Auth) Authenticate(r *http.Request) (*Caller, Failure) {
 	return nil, Invalid
 }
 
-// credential returns the bearer token or API key of h, "" if there is none.
+// WSTokenProtocol prefixes the WebSocket subprotocol that carries a
+// bearer token, for browsers, which cannot send headers with a WebSocket:
+// a page opens new WebSocket(url, ["jsonrpc", WSTokenProtocol +
+// base64url(token)]) and the bridge answers with "jsonrpc" (ws.Protocol).
+// The token travels base64url-encoded without padding, as a subprotocol
+// is a token of RFC 9110 characters.
+const WSTokenProtocol = "base64url.bearer.grpc-jsonrpc-bridge."
+
+// credential returns the bearer token or API key of h, "" if there is
+// none: from Authorization or X-API-Key, or, when neither is sent, from a
+// WebSocket subprotocol (WSTokenProtocol).
 func credential(h http.Header) (string, Failure) {
 	authz, keys := h.Values("Authorization"), h.Values("X-Api-Key")
 	switch {
 	case len(authz)+len(keys) == 0:
-		return "", OK
+		return wsToken(h)
 	case len(authz)+len(keys) > 1:
 		return "", Malformed
 	case len(keys) == 1:
@@ -185,6 +196,31 @@ func credential(h http.Header) (string, Failure) {
 	scheme, token, ok := strings.Cut(authz[0], " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || !isToken(token) {
 		return "", Malformed
+	}
+	return token, OK
+}
+
+// wsToken returns the token a WebSocket upgrade offers as a subprotocol
+// (WSTokenProtocol), "" if none; more than one, or one that is not a
+// base64url token, is malformed.
+func wsToken(h http.Header) (string, Failure) {
+	var token string
+	found := false
+	for _, v := range h.Values("Sec-Websocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			enc, ok := strings.CutPrefix(strings.TrimSpace(p), WSTokenProtocol)
+			if !ok {
+				continue
+			}
+			if found {
+				return "", Malformed
+			}
+			b, err := base64.RawURLEncoding.DecodeString(enc)
+			if err != nil || !isToken(string(b)) {
+				return "", Malformed
+			}
+			token, found = string(b), true
+		}
 	}
 	return token, OK
 }

@@ -789,7 +789,8 @@ func TestExplorer(t *testing.T) {
 		if c, s, st := p.eval(text("error-code")), p.eval(text("error-status")), p.eval(text("status")); c != "16" || s != "UNAUTHENTICATED" || !strings.HasPrefix(st, "HTTP 401") {
 			t.Errorf("a wrong token shows %s %s (%s), want 16 UNAUTHENTICATED, HTTP 401", c, s, st)
 		}
-		// With a token, streams go over POST /: a browser's WebSocket has no headers.
+		// With a token, streams go over the WebSocket: the page offers the
+		// token as a subprotocol (a browser's WebSocket has no headers).
 		p.fill("token", "admin-token-0123456789")
 		p.method("demo.v1.Notes.WatchNotes")
 		p.fill("params", `{"tags": ["intro"]}`)
@@ -797,9 +798,27 @@ func TestExplorer(t *testing.T) {
 		if n := p.eval(`document.querySelectorAll('[data-role="stream-message"]').length`); n != "1" {
 			t.Errorf("WatchNotes with a token shows %s messages, want 1", n)
 		}
+		if help := p.eval(text("transport-help")); strings.Contains(help, "POST /") {
+			t.Errorf("with a token alone the stream went over POST /: %q", help)
+		}
+		// The token gates streams too: greeter may not watch notes.
+		p.fill("token", "greeter-token-0123456789")
+		p.send()
+		if c, s := p.eval(text("error-code")), p.eval(text("error-status")); c != "7" || s != "PERMISSION_DENIED" {
+			t.Errorf("greeter watching notes shows %s %s, want 7 PERMISSION_DENIED", c, s)
+		}
+		// Metadata cannot go on a WebSocket: then the stream goes over
+		// POST /, and the page says why.
+		p.fill("token", "admin-token-0123456789")
+		p.fill("metadata", "tenant: t1")
+		p.send()
+		if n := p.eval(`document.querySelectorAll('[data-role="stream-message"]').length`); n != "1" {
+			t.Errorf("WatchNotes with metadata shows %s messages, want 1", n)
+		}
 		if !strings.Contains(p.eval(text("transport-help")), "POST /") {
 			t.Errorf("the page does not say why the stream went over POST /: %q", p.eval(text("transport-help")))
 		}
+		p.fill("metadata", "")
 		if got := load("wrong-token"); got != "" || !strings.Contains(p.eval(text("list-status")), "refused") {
 			t.Errorf("a wrong token lists %q (%s)", got, p.eval(text("list-status")))
 		}

@@ -95,6 +95,11 @@ type Front interface {
 	Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte
 }
 
+// Protocol is the subprotocol Serve selects when the client offers it
+// (browsers that send a token as a subprotocol must offer one the server
+// selects); JSON-RPC text frames either way.
+const Protocol = "jsonrpc"
+
 // A Server serves JSON-RPC on WebSocket connections: every frame is a
 // message for the engine; streams are opened, fed and read as the
 // engine's Session.
@@ -124,7 +129,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Excha
 	}
 	defer s.conns.done()
 	// The front door has checked the Origin against its CORS origins.
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true, Subprotocols: []string{Protocol}})
 	if err != nil {
 		s.opts.Logger.Debug("WebSocket upgrade refused", "error", err)
 		return // Accept has answered

@@ -1005,8 +1005,10 @@ class Explorer {
     return !this.needsHeaders();
   }
 
+  // needsHeaders reports whether the call carries what a browser cannot
+  // send on a WebSocket (the token it can: as a subprotocol).
   needsHeaders() {
-    return role("token").value.trim() !== "" || role("metadata").value.trim() !== "" || role("timeout").value.trim() !== "";
+    return role("metadata").value.trim() !== "" || role("timeout").value.trim() !== "";
   }
 
   transportHelp() {
@@ -1015,7 +1017,7 @@ class Explorer {
     help.textContent = "";
     if (!m || !m["x-grpc-streaming"]) return;
     if (role("transport").value === "ws" && this.needsHeaders()) {
-      help.textContent = "Browsers cannot send headers on a WebSocket: with a token, metadata or a timeout this stream goes over POST /, its messages in one reply.";
+      help.textContent = "Browsers cannot send headers on a WebSocket: with metadata or a timeout this stream goes over POST /, its messages in one reply.";
     }
     role("stream-controls").hidden = !this.overWS();
     role("stream-send").hidden = !sendsMessages(m);
@@ -1098,7 +1100,12 @@ class Explorer {
   // ws is the page's WebSocket, opened on first use (or again after it
   // closed), shared by its streams.
   async ws() {
-    if (!this.socket || this.socket.closed) this.socket = new Socket(location.origin.replace(/^http/, "ws") + this.base + "ws", this);
+    const token = role("token").value.trim();
+    if (this.socket && !this.socket.closed && this.socket.token !== token) {
+      this.socket.ws.close(1000, "the token changed");
+      this.socket = null;
+    }
+    if (!this.socket || this.socket.closed) this.socket = new Socket(location.origin.replace(/^http/, "ws") + this.base + "ws", this, token);
     const sock = this.socket;
     await sock.opened;
     return sock;
@@ -1297,6 +1304,12 @@ function jsonText(v) {
   return JSON.stringify(v);
 }
 
+const wsTokenProtocol = "base64url.bearer.grpc-jsonrpc-bridge.";
+
+function base64url(s) {
+  return btoa(s).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
 function listError(code, err) {
   if (err) return (code === 401 ? "the token was refused: " : "rpc.discover failed: ") + err.message;
   return "rpc.discover failed: HTTP " + code;
@@ -1308,9 +1321,12 @@ function errorText(text) {
 
 // Socket is the page's WebSocket to the bridge: calls by id, and the
 // notifications of its streams by stream id.
+// A token travels as a subprotocol, base64url-encoded, beside "jsonrpc",
+// which the bridge selects (see docs/explorer.md).
 class Socket {
-  constructor(url, owner) {
-    this.ws = new WebSocket(url);
+  constructor(url, owner, token) {
+    this.token = token || "";
+    this.ws = this.token ? new WebSocket(url, ["jsonrpc", wsTokenProtocol + base64url(this.token)]) : new WebSocket(url);
     this.ready = false;
     this.closed = false;
     this.pending = new Map();
