@@ -237,7 +237,7 @@ func (e *Engine) prepare(ctx context.Context, t *Table, x *Exchange, c *call, bu
 		var out []byte
 		out, c.rec.Code = x.Session.Open(ctx, t, m, *r, dst)
 		return out, false
-	case m.Kind == ClientStream || m.Kind == BidiStream:
+	case m.Kind == ClientStream || m.Kind == BidiStream || m.Kind == ServerStream && x.OnMessage != nil:
 		var err *mapping.Error
 		if c.msg, err = RequestMessages(m, r.Params); err != nil {
 			return e.fail(c, dst, err), false

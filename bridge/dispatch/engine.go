@@ -76,6 +76,10 @@ type Exchange struct {
 	// Session serves the calls that need more than one reply (streams
 	// over WebSocket) and the stream control methods; nil over HTTP POST.
 	Session Session
+	// OnMessage, when not nil, is given each response of a server stream
+	// answered in one reply, as JSON, as it arrives (MCP's progress); it
+	// must not keep the slice.
+	OnMessage func(message []byte)
 }
 
 // A Caller is an authenticated identity.

@@ -84,8 +84,9 @@ func (e *Engine) appendMessages(dst []byte, m *Method, bc *backend.Call) ([]byte
 	return append(dst, ']'), nil
 }
 
-// collect calls m, a client- or bidi-streaming method, with reqs, reads
-// every response and returns their JSON: the one response of a
+// collect calls m, a client- or bidi-streaming method (or a server stream
+// whose messages x.OnMessage sees as they arrive), with reqs, reads every
+// response and returns their JSON: the one response of a
 // client-streaming method, the array of them otherwise. More than
 // MaxStreamMessages responses, or more than MaxStreamBytes of them, end
 // the call with RESOURCE_EXHAUSTED. Each response takes its size of res
@@ -151,6 +152,9 @@ func (e *Engine) collect(ctx context.Context, t *Table, x *Exchange, m *Method, 
 		}
 		if !res.take(int64(len(dst) - at)) {
 			return dst, errOverBudget
+		}
+		if x.OnMessage != nil {
+			x.OnMessage(dst[at+min(n-1, 1):])
 		}
 	}
 	if !many {
