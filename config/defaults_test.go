@@ -81,6 +81,7 @@ var commandDefaults = map[string]string{
 	"metrics":                      "the command makes bridge.Options.Metrics (nil: off) when on",
 	"auth.file":                    "the command makes bridge.Options.Auth (nil: off) from it",
 	"direct_calls":                 "the command picks backend.NewDirectConn or grpc-go",
+	"explorer":                     "the command mounts bridge/explorer's handler, or none",
 	// reflect.WatchOptions.Interval's zero is off too; the command refreshes
 	// every 5m unless told 0s.
 	"refresh_interval": "the command's choice for reflect.WatchOptions.Interval",
