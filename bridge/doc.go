@@ -16,21 +16,23 @@
 //	  internal/unary  the bridge's own HTTP/2 client
 //	bridge/explorer   GET /explorer: the API explorer page (static, embedded)
 //
-// The files of this package: http.go (routes, POST /, GET /openrpc.json),
-// origin.go (Host, Origin, CORS), auth_http.go (authentication at the
-// front door: 401, the Exchange's identity and metadata), metadata.go
-// (headers <-> metadata, fill: the one place headers become an Exchange),
-// deadline.go (timeout headers), limit.go (in-flight slots, rate limits,
-// bodies being read, WebSocket counts), compress.go (gzip both ways),
-// observe.go (refusals told to the observer), ws.go (GET /ws up to the
-// upgrade, and the ws.Front of its frames), server.go (Options, their
-// defaults, New, Update, Handle), readiness.go (probes' details).
+// The files of this package, each with one job: server.go (Options, their
+// defaults, New, Update, Handle), http.go (routes, POST /, GET
+// /openrpc.json), origin.go (Host, Origin, CORS), front.go (the request id
+// and authentication: 401), exchange.go (the one place headers become an
+// Exchange: metadata, identity, trace context, timeout, capture),
+// metadata.go (which headers travel as metadata, and their size),
+// deadline.go (the timeout headers), limit.go (in-flight slots, rate
+// limits, bodies being read, WebSocket counts), compress.go (gzip both
+// ways), observe.go (refusals told to the observer), ws.go (GET /ws up to
+// the upgrade, and the ws.Front of its frames), readiness.go (the probes'
+// details).
 //
 // # One unary call over POST /
 //
-//	http.go      ServeHTTP → origin.go checkOrigin → auth_http.go front
+//	http.go      ServeHTTP → origin.go checkOrigin → front.go front
 //	             (request id, 401) → serveRPC → readBody (413, 408)
-//	metadata.go  fill (metadata, timeout, capture; 400) → 431 → limit.go enter (429)
+//	exchange.go  fill (metadata, timeout, capture; 400) → 431 → limit.go enter (429)
 //	wire         Parse (-32700, -32600) → limit.go admit (rate limit: 429)
 //	dispatch     Run → single: prepare (resolve; Guard.Allow: auth;
 //	             params → backend.Call) → execute (deadline; Invoker.Invoke)

@@ -227,39 +227,3 @@ func writeCapture(h http.Header, c *dispatch.Capture, keys []string) {
 		}
 	}
 }
-
-// fill completes x, the exchange of r, with what its calls carry: the
-// metadata r forwards and the bridge adds (identity, request id, trace
-// context, x-forwarded-for), the timeout it asks for and, when single (a
-// POST whose body is one call) and response headers are configured, a
-// place to capture the backend's metadata. An error names the header the
-// client got wrong. It is the one place headers become an Exchange, for
-// POST / and GET /ws alike.
-func (s *Server) fill(r *http.Request, x *exchange, single bool) error {
-	md, err := s.md.forwarded(r.Header)
-	if err != nil {
-		return err
-	}
-	d, ok, err := s.requestTimeout(r.Header)
-	if err != nil {
-		return err
-	}
-	if ok {
-		x.Timeout = d
-	}
-	x.Metadata = s.outgoing(md, x, r.Header, r.RemoteAddr)
-	if single && len(s.md.response) > 0 {
-		x.Capture = new(dispatch.Capture)
-	}
-	return nil
-}
-
-// singleCall reports whether body looks like one request object rather
-// than a batch.
-func singleCall(body []byte) bool {
-	i := wire.SkipSpace(body, 0)
-	if len(body) >= i+3 && body[i] == 0xEF && body[i+1] == 0xBB && body[i+2] == 0xBF {
-		i = wire.SkipSpace(body, i+3)
-	}
-	return i < len(body) && body[i] == '{'
-}

@@ -1,29 +1,21 @@
 package bridge
 
+// This file is the one place a request's headers become the Exchange its
+// calls run with (POST / and GET /ws alike): forwarded metadata, the
+// identity, request id, trace context and x-forwarded-for the bridge adds,
+// the timeout, and the capture of response headers.
+
 import (
-	"crypto/rand"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
-
-// RequestIDHeader carries the id of a request: taken from the client when
-// it sends a usable one, generated otherwise, and always returned.
-const RequestIDHeader = "X-Request-Id"
-
-// DefaultIdentityMetadataKey is the gRPC metadata key under which the
-// caller's identity reaches the backend.
-const DefaultIdentityMetadataKey = "x-bridge-identity"
 
 // exchange is what the front door learned about one HTTP request: the
 // Exchange its calls run with, and the identity behind its Caller.
@@ -32,73 +24,40 @@ type exchange struct {
 	id *auth.Caller // nil when authentication is off
 }
 
-// The authentication types of Options.Auth (package auth).
-type (
-	Identity = auth.Identity
-	Auth     = auth.Auth
-)
-
-// NewAuth checks the identities and prepares them (see auth.New).
-var NewAuth = auth.New
-
-// ErrAuthConfig is wrapped by every error NewAuth returns.
-var ErrAuthConfig = auth.ErrConfig
-
-// front runs the checks every JSON-RPC request passes before its body is
-// read: the request id, which it returns as a header, and authentication,
-// answering 401 itself. It returns the request's exchange.
-func (s *Server) front(w http.ResponseWriter, r *http.Request) (*exchange, bool) {
-	x := &exchange{}
-	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
-	w.Header().Set(RequestIDHeader, x.RequestID)
-	if a := s.opts.Auth; a != nil {
-		id, fail := a.Authenticate(r)
-		if fail != auth.OK {
-			s.unauthorized(w, r, x, fail)
-			return nil, false
-		}
-		x.id, x.Caller = id, id
+// fill completes x, the exchange of r, with what its calls carry: the
+// metadata r forwards and the bridge adds (identity, request id, trace
+// context, x-forwarded-for), the timeout it asks for and, when single (a
+// POST whose body is one call) and response headers are configured, a
+// place to capture the backend's metadata. An error names the header the
+// client got wrong. It is the one place headers become an Exchange, for
+// POST / and GET /ws alike.
+func (s *Server) fill(r *http.Request, x *exchange, single bool) error {
+	md, err := s.md.forwarded(r.Header)
+	if err != nil {
+		return err
 	}
-	return x, true
+	d, ok, err := s.requestTimeout(r.Header)
+	if err != nil {
+		return err
+	}
+	if ok {
+		x.Timeout = d
+	}
+	x.Metadata = s.outgoing(md, x, r.Header, r.RemoteAddr)
+	if single && len(s.md.response) > 0 {
+		x.Capture = new(dispatch.Capture)
+	}
+	return nil
 }
 
-// unauthorized answers 401 with a Bearer challenge (RFC 6750) and a
-// JSON-RPC error as a gRPC UNAUTHENTICATED status is answered.
-func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchange, fail auth.Failure) {
-	challenge := `Bearer realm=` + strconv.Quote(s.opts.AuthRealm)
-	switch fail {
-	case auth.Invalid:
-		challenge += `, error="invalid_token"`
-	case auth.Malformed:
-		challenge += `, error="invalid_request"`
+// singleCall reports whether body looks like one request object rather
+// than a batch.
+func singleCall(body []byte) bool {
+	i := wire.SkipSpace(body, 0)
+	if len(body) >= i+3 && body[i] == 0xEF && body[i+1] == 0xBB && body[i+2] == 0xBF {
+		i = wire.SkipSpace(body, i+3)
 	}
-	w.Header().Set("WWW-Authenticate", challenge)
-	if r.ProtoMajor == 1 && r.ContentLength != 0 {
-		// The body is never read: net/http would wait for it (up to
-		// read_timeout) to reuse the connection. Close it instead.
-		w.Header().Set("Connection", "close")
-	}
-	e := mapping.StatusError(status.New(codes.Unauthenticated, fail.Message()), nil)
-	s.refused(r.Context(), x, "unauthenticated", fail.Reason())
-	writeJSON(w, http.StatusUnauthorized, wire.AppendError(nil, wire.NullID, e))
-}
-
-// requestID returns v when it is a usable request id (1 to 128 visible
-// ASCII characters), and a new random one otherwise.
-func requestID(v string) string {
-	if len(v) > 0 && len(v) <= 128 && visibleASCII(v) {
-		return v
-	}
-	return rand.Text()
-}
-
-func visibleASCII(v string) bool {
-	for i := range len(v) {
-		if v[i] <= ' ' || v[i] > '~' {
-			return false
-		}
-	}
-	return true
+	return i < len(body) && body[i] == '{'
 }
 
 // outgoing adds to md, the metadata a request forwards, what the bridge
