@@ -19,8 +19,8 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // maxPooled keeps one huge request from pinning its buffer forever.
 const maxPooled = 1 << 20
 
-// ServeHTTP serves JSON-RPC at POST / and over WebSocket at GET /ws, liveness at GET /healthz and
-// readiness at GET /readyz.
+// ServeHTTP serves JSON-RPC at POST / and over WebSocket at GET /ws, MCP at /mcp, liveness at
+// GET /healthz and readiness at GET /readyz.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -45,6 +45,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r, _, ok := s.front(w, r); ok {
 			s.serveWS(w, r)
 		}
+	case "/mcp":
+		s.serveMCP(w, r)
 	case "/openrpc.json":
 		s.gzipDocument.ServeHTTP(w, r)
 	case "/metrics":

@@ -211,6 +211,8 @@ type Options struct {
 	// AccessLog, if not nil, receives one Info record per call and per
 	// refused request. It is often Logger itself.
 	AccessLog *slog.Logger
+	// DisableMCP turns off the MCP server at /mcp (404); see docs/mcp.md.
+	DisableMCP bool
 }
 
 func (o Options) withDefaults() Options {
@@ -284,6 +286,7 @@ type Server struct {
 	guard *guard                // in-flight count, rate limiters, draining
 	// origins are the Host and Origin checks and the CORS answers.
 	origins *originRules
+	mcp     mcpState // the MCP server, made on first use (mcp_engine.go)
 }
 
 // New returns a Server that calls the backend through conn. It answers
@@ -301,6 +304,7 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 // once: calls that started before keep the table they started with.
 func (s *Server) Update(c Catalog) {
 	s.table.Store(newTable(c, s.conn, s.opts))
+	s.mcpUpdated()
 }
 
 // Ready reports whether the backend's methods have been discovered.

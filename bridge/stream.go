@@ -126,7 +126,7 @@ func (s *Server) callStream(ctx context.Context, t *table, r *request, dst []byt
 	}
 	start := len(dst)
 	var e *mapping.Error
-	if h.direct != nil && h.kind == serverStream {
+	if h.direct != nil && h.kind == serverStream && messageObserver(ctx) == nil { // an observer (MCP) needs each message as it arrives
 		dst, o.reserved, e = s.collectDirect(ctx, t, h, r, appendResultHead(dst, r.id), budget)
 	} else {
 		var reqs []proto.Message
@@ -231,6 +231,7 @@ func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.
 		dst = append(dst, '[')
 	}
 	start, n := len(dst), 0
+	observe := messageObserver(ctx)
 	for {
 		m := h.codec.NewResponse()
 		err := cs.RecvMsg(m)
@@ -256,6 +257,9 @@ func (s *Server) collect(ctx context.Context, t *table, h *handle, reqs []proto.
 		}
 		if !res.take(int64(len(dst) - at)) {
 			return dst, errOverBudget
+		}
+		if observe != nil {
+			observe(bytes.TrimPrefix(dst[at:], []byte{','}))
 		}
 	}
 	if !many {

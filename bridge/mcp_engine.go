@@ -1,0 +1,232 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/mcp"
+)
+
+// This file serves the methods as MCP tools at /mcp (docs/mcp.md): package
+// mcp speaks the protocol; mcpEngine runs its calls through serveRPC, the
+// path of POST /, so that they get the same authorization, deadlines,
+// metadata, limits, metrics and access log.
+
+// mcpIdentityKey and mcpPeerKey carry, in the header of an MCP request as
+// package mcp hands it back, the identity the front door authenticated and
+// the client's address. A space makes them invalid header names on the
+// wire, so no client can send them; serveMCP replaces them anyway.
+const (
+	mcpIdentityKey = "Bridge Identity"
+	mcpPeerKey     = "Bridge Peer"
+)
+
+// mcpState is the MCP server of a Server, made on first use.
+type mcpState struct {
+	mu  sync.Mutex
+	srv *mcp.Server
+	ids map[string]*identity // Auth's identities by name
+}
+
+// MCP returns the MCP server of s, which serves /mcp and, for the mcp
+// command, stdio. Its tools follow every Update.
+func (s *Server) MCP() *mcp.Server {
+	m := &s.mcp
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.srv == nil {
+		if a := s.opts.Auth; a != nil {
+			m.ids = make(map[string]*identity, len(a.ids))
+			for _, id := range a.ids {
+				m.ids[id.name] = id
+			}
+		}
+		m.srv = mcp.New(mcpEngine{s}, mcp.Options{
+			EmitUnpopulated: s.opts.EmitUnpopulated,
+			MaxBodyBytes:    s.opts.MaxBodyBytes,
+			Logger:          s.log,
+		})
+	}
+	return m.srv
+}
+
+// mcpUpdated refreshes the tools after Update, when there is an MCP
+// server: its sessions are told when the list changed.
+func (s *Server) mcpUpdated() {
+	s.mcp.mu.Lock()
+	srv := s.mcp.srv
+	s.mcp.mu.Unlock()
+	if srv != nil {
+		srv.Refresh()
+	}
+}
+
+// CloseMCP ends every MCP session, and with them their open streams, for
+// a shutdown: http.Server.Shutdown would wait for them.
+func (s *Server) CloseMCP() {
+	s.mcp.mu.Lock()
+	srv := s.mcp.srv
+	s.mcp.mu.Unlock()
+	if srv != nil {
+		srv.Close()
+	}
+}
+
+// serveMCP serves /mcp: 404 when MCP is off; otherwise the front door
+// authenticates the request (401 as for POST /) and the SDK's handler
+// serves it.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.DisableMCP {
+		writeJSON(w, http.StatusNotFound, []byte(`{"error":"not found: MCP is off (mcp: false)"}`))
+		return
+	}
+	r, x, ok := s.front(w, r)
+	if !ok {
+		return
+	}
+	h := r.Header.Clone()
+	delete(h, mcpIdentityKey)
+	if x.id != nil {
+		h[mcpIdentityKey] = []string{x.id.name}
+	}
+	h[mcpPeerKey] = []string{r.RemoteAddr}
+	r.Header = h // r is front's copy
+	rc := http.NewResponseController(w)
+	if r.Method == http.MethodGet {
+		// The stream of the session's notifications stays open: over
+		// HTTP/1 the connection's deadlines would end it.
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+	} else {
+		// A POST's reply streams until its call ends.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.MaxCallTimeout + s.opts.ReplyTimeout))
+		if r.Body != nil {
+			_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+			r.Body = &liftOnEOF{ReadCloser: r.Body, rc: rc}
+		}
+	}
+	s.MCP().Handler().ServeHTTP(w, r)
+}
+
+// liftOnEOF lifts the read deadline of a request once its body is read,
+// as serveRPC does: over HTTP/1 it would end the request's context.
+type liftOnEOF struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *liftOnEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// mcpEngine is the mcp.Engine of a Server.
+type mcpEngine struct{ s *Server }
+
+func (e mcpEngine) Methods() []protoreflect.MethodDescriptor {
+	t := e.s.table.Load()
+	if t == nil {
+		return nil
+	}
+	return t.guard.catalog.Methods()
+}
+
+func (e mcpEngine) May(h http.Header, method string) bool {
+	id, ok := e.identity(h)
+	return ok && (id == nil || id.allows(method))
+}
+
+// identity is the caller of h, as serveMCP put it there, and whether it
+// may call anything: with authentication off, everyone may (a nil
+// identity); with it on, a header without an identity (stdio) may not.
+func (e mcpEngine) identity(h http.Header) (*identity, bool) {
+	if e.s.opts.Auth == nil {
+		return nil, true
+	}
+	names := h[mcpIdentityKey]
+	if len(names) != 1 {
+		return nil, false
+	}
+	e.s.mcp.mu.Lock()
+	id := e.s.mcp.ids[names[0]]
+	e.s.mcp.mu.Unlock()
+	return id, id != nil
+}
+
+func (e mcpEngine) Call(ctx context.Context, h http.Header, request []byte) []byte {
+	return e.run(ctx, h, request, nil)
+}
+
+func (e mcpEngine) Stream(ctx context.Context, h http.Header, request []byte, onMessage func(json.RawMessage)) []byte {
+	return e.run(ctx, h, request, onMessage)
+}
+
+// run answers request as POST / answers it: an HTTP request with the
+// header of the MCP request, from its client's address, goes through
+// serveRPC, past the front door, which has authenticated the MCP request.
+// Refusals (429, 413, 431) come back as their JSON-RPC error bodies.
+func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMessage func(json.RawMessage)) []byte {
+	s := e.s
+	x := &exchange{requestID: requestID(h.Get(RequestIDHeader))}
+	id, ok := e.identity(h)
+	if !ok {
+		return appendError(nil, nullID, errPermissionDenied)
+	}
+	x.id = id
+	hdr := make(http.Header, len(h)+1)
+	for k, v := range h {
+		if k != mcpIdentityKey && k != mcpPeerKey && k != "Content-Length" && k != "Content-Encoding" {
+			hdr[k] = v
+		}
+	}
+	hdr.Set("Content-Type", "application/json")
+	var peer string
+	if p := h[mcpPeerKey]; len(p) == 1 {
+		peer = p[0]
+	}
+	if onMessage != nil {
+		ctx = context.WithValue(ctx, messageObserverKey{}, onMessage)
+	}
+	r := (&http.Request{
+		Method: http.MethodPost, URL: &url.URL{Path: "/mcp"}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: hdr, Body: io.NopCloser(bytes.NewReader(request)), ContentLength: int64(len(request)),
+		RemoteAddr: peer, Host: "mcp",
+	}).WithContext(context.WithValue(ctx, exchangeKey{}, x))
+	w := &mcpReply{header: make(http.Header)}
+	s.serveRPC(w, r, x)
+	return w.body.Bytes()
+}
+
+// mcpReply is the http.ResponseWriter of run: it keeps the reply.
+type mcpReply struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (w *mcpReply) Header() http.Header         { return w.header }
+func (w *mcpReply) WriteHeader(int)             {}
+func (w *mcpReply) Write(p []byte) (int, error) { return w.body.Write(p) }
+
+// messageObserverKey holds, in the context of a call, the function that
+// gets each message of a server stream as it arrives (collect calls it).
+type messageObserverKey struct{}
+
+// messageObserver returns the function of ctx that observes the messages
+// of a server stream, or nil.
+func messageObserver(ctx context.Context) func(json.RawMessage) {
+	f, _ := ctx.Value(messageObserverKey{}).(func(json.RawMessage))
+	return f
+}
