@@ -64,14 +64,17 @@ func New(e Engine, opts Options) *Server {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{engine: e, opts: opts, tools: map[string]*tool{}, byMethod: map[string]string{}}
+	sdkLog := slog.New(quieter{opts.Logger.Handler()})
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
-		Logger: opts.Logger,
+		Logger: sdkLog,
+		// A list depends on the caller's identity: no shared caches.
+		SetCacheable: func(_ context.Context, _ sdk.Request, c *sdk.Cacheable) { c.CacheScope = "private" },
 		// Tools come and go with discoveries: say so even before the first.
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
 	})
 	s.sdk.AddReceivingMiddleware(s.filter)
 	s.http = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk }, &sdk.StreamableHTTPOptions{
-		Logger:         opts.Logger,
+		Logger:         sdkLog,
 		SessionTimeout: opts.SessionTimeout,
 		// The bridge checks Host and Origin itself, before any path
 		// (allowed_hosts, cors_origins), as for POST /; the SDK's own
@@ -178,3 +181,26 @@ func (s *Server) Close() {
 		_ = ss.Close()
 	}
 }
+
+// quieter logs the SDK's Info records (every session's start and end) at
+// Debug, and the others as they are.
+type quieter struct{ slog.Handler }
+
+func (q quieter) Enabled(ctx context.Context, l slog.Level) bool {
+	if l == slog.LevelInfo {
+		l = slog.LevelDebug
+	}
+	return q.Handler.Enabled(ctx, l)
+}
+
+func (q quieter) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo {
+		r.Level = slog.LevelDebug
+	}
+	return q.Handler.Handle(ctx, r)
+}
+
+func (q quieter) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return quieter{q.Handler.WithAttrs(attrs)}
+}
+func (q quieter) WithGroup(name string) slog.Handler { return quieter{q.Handler.WithGroup(name)} }
