@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -534,4 +535,84 @@ func marshal(t testing.TB, v any) string {
 	}
 	b, _ = json.Marshal(x) // sorted keys
 	return string(b)
+}
+
+// TestMCPGoClientStdio runs the mcp command of the built binary under the
+// Go SDK's CommandTransport: the same tools over stdio, logs on stderr.
+func TestMCPGoClientStdio(t *testing.T) {
+	_, _, addr := startBackendTCP(t)
+	bin := buildBridge(t)
+	var stderr strings.Builder
+	cmd := exec.Command(bin, "mcp", "--backend", addr, "--log-level", "debug")
+	cmd.Stderr = &lockedWriter{w: &stderr}
+	c := &mcpClient{changed: make(chan struct{}, 16)}
+	client := sdk.NewClient(&sdk.Implementation{Name: "stdio-test", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			c.mu.Lock()
+			c.progress = append(c.progress, req.Params)
+			c.mu.Unlock()
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ClientSession = cs
+	if got := toolNames(t, c); !slices.Contains(got, toolEcho) || !slices.Contains(got, toolStream) || slices.Contains(got, "test_v1_TestService_BidiStream") {
+		t.Errorf("tools over stdio: %v", got)
+	}
+	r, err := callTool(t, c, toolHello, `{"name":"stdio"}`)
+	if err != nil || r.IsError || marshal(t, r.StructuredContent) != `{"message":"Hello, stdio!"}` {
+		t.Fatalf("SayHello over stdio: %v %+v", err, r)
+	}
+	r, err = callTool(t, c, toolFail, `{"code":3,"message":"bad"}`)
+	if err != nil || !r.IsError || !strings.HasPrefix(resultText(r), "INVALID_ARGUMENT (gRPC code 3): bad") {
+		t.Fatalf("Fail over stdio: %v %+v", err, r)
+	}
+	var je *jsonrpc.Error
+	if _, err := callTool(t, c, toolEcho, `{"fInt32":"x"}`); !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("invalid params over stdio: %v", err)
+	}
+	params := &sdk.CallToolParams{Name: toolStream, Arguments: json.RawMessage(`{"count":2}`)}
+	params.SetProgressToken("s")
+	r, err = c.CallTool(ctx, params)
+	if err != nil || r.IsError || marshal(t, r.StructuredContent) != `{"messages":[{"seq":1},{"seq":2}]}` {
+		t.Fatalf("ServerStream over stdio: %v %+v", err, r)
+	}
+	var progress []*sdk.ProgressNotificationParams
+	for deadline := time.Now().Add(5 * time.Second); len(progress) < 2 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		c.mu.Lock()
+		progress = slices.Clone(c.progress)
+		c.mu.Unlock()
+	}
+	if len(progress) != 2 {
+		t.Errorf("over stdio: %d progress notifications, want 2", len(progress))
+	}
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	if log := cmd.Stderr.(*lockedWriter).String(); !strings.Contains(log, "mcp: serving on stdio") {
+		t.Errorf("stderr has no log of the command: %s", log)
+	} else {
+		t.Logf("stderr:\n%s", log)
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }
