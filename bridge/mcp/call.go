@@ -132,6 +132,10 @@ func statusText(code int, message string, data json.RawMessage) string {
 	}
 	text := name + " (gRPC code " + strconv.Itoa(code) + "): " + message
 	if det := bytes.TrimSpace(d.Details); len(det) > 0 && string(det) != "[]" && string(det) != "null" {
+		var compact bytes.Buffer
+		if json.Compact(&compact, det) == nil {
+			det = compact.Bytes()
+		}
 		text += "\ndetails: " + string(det)
 	}
 	return text

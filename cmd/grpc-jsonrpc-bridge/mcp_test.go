@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestMCPCommandProto runs the mcp command on .proto sources without a
+// backend, as an agent would start it, and talks to it with the Go SDK's
+// client over its stdin and stdout: descriptions come from the comments,
+// annotations from idempotency_level, long and clashing names follow the
+// rule, calls fail with UNAVAILABLE, and stdout carries nothing but the
+// protocol (logs go to stderr).
+func TestMCPCommandProto(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	var stdout bytes.Buffer // what the client read, to check it is all protocol
+	root := newRoot(outW, &stderr)
+	root.SetIn(inR)
+	root.SetArgs([]string{"mcp", "--proto", "tools.proto", "--proto", "clash.proto", "--proto", "clash2.proto", "-I", "../../bridge/mcp/testdata"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- root.ExecuteContext(ctx)
+		outW.Close()
+	}()
+
+	client := sdk.NewClient(&sdk.Implementation{Name: "cmd-test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &sdk.IOTransport{Reader: io.NopCloser(io.TeeReader(outR, &stdout)), Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*sdk.Tool{}
+	for _, tl := range res.Tools {
+		byName[tl.Name] = tl
+	}
+	get := byName["tools_v1_Library_GetBook"]
+	if get == nil || !get.Annotations.ReadOnlyHint || !strings.Contains(get.Description, "GetBook returns one book.") {
+		t.Fatalf("GetBook: %+v", get)
+	}
+	if put := byName["tools_v1_Library_PutBook"]; put == nil || put.Annotations == nil || !put.Annotations.IdempotentHint || put.Annotations.ReadOnlyHint {
+		t.Errorf("PutBook: want idempotentHint only, got %+v", put)
+	}
+	if add := byName["tools_v1_Library_AddBook"]; add == nil || add.Annotations != nil {
+		t.Errorf("AddBook: want no annotations, got %+v", add)
+	}
+	if byName["tools_v1_Library_Upload"] != nil || byName["tools_v1_Library_Sync"] != nil {
+		t.Error("client and bidi streams are left out")
+	}
+	var clashing []string
+	for name, tl := range byName {
+		if len(name) > 64 {
+			t.Errorf("name %q is longer than 64", name)
+		}
+		if tl.Title == "a.b_c.S.M" || tl.Title == "a_b.c.S.M" {
+			clashing = append(clashing, name)
+		}
+	}
+	if len(clashing) != 2 || clashing[0] == clashing[1] || !strings.HasPrefix(clashing[0], "a_b_c_S_M_") {
+		t.Errorf("clashing methods: %v", clashing)
+	}
+	r, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "tools_v1_Library_GetBook", Arguments: json.RawMessage(`{"id":"1"}`)})
+	if err != nil || !r.IsError || !strings.Contains(r.Content[0].(*sdk.TextContent).Text, "UNAVAILABLE (gRPC code 14)") {
+		t.Fatalf("a call without a backend: %v %+v", err, r)
+	}
+	cs.Close()
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("mcp: %v", err)
+	}
+	for line := range strings.Lines(stdout.String()) {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("stdout has a line that is not a JSON-RPC message: %q", line)
+		}
+	}
+	if log := stderr.String(); !strings.Contains(log, "mcp: serving on stdio") {
+		t.Errorf("stderr: %q", log)
+	}
+}
+
+func TestMCPCommandUsage(t *testing.T) {
+	code, _, stderr := runSync(t, "mcp")
+	if code != exitUsage || !strings.Contains(stderr, "--backend") {
+		t.Errorf("mcp without a source: exit %d, stderr %q", code, stderr)
+	}
+	code, stdout, _ := runSync(t, "mcp", "--help")
+	if code != exitOK || !strings.Contains(stdout, "--protoset") || strings.Contains(stdout, "--listen") {
+		t.Errorf("mcp --help: exit %d: %s", code, stdout)
+	}
+}
