@@ -616,3 +616,41 @@ func (l *lockedWriter) String() string {
 	defer l.mu.Unlock()
 	return l.w.String()
 }
+
+// TestMCPHostAndOrigin: /mcp takes the Host and Origin checks of POST /
+// (allowed_hosts, cors_origins), against DNS rebinding and pages of other
+// origins.
+func TestMCPHostAndOrigin(t *testing.T) {
+	e := newEnv(t, bridge.Options{AllowedHosts: []string{"localhost"}})
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, tt := range []struct {
+		name, host, origin string
+		want               int
+	}{
+		{"allowed host", "localhost", "", http.StatusOK},
+		{"same origin", "localhost", "http://localhost", http.StatusOK},
+		{"other host", "attacker.example", "", http.StatusForbidden},
+		{"other origin", "localhost", "https://attacker.example", http.StatusForbidden},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = tt.host
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			resp, err := testClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("%d, want %d", resp.StatusCode, tt.want)
+			}
+		})
+	}
+}
