@@ -3,7 +3,6 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -90,15 +89,6 @@ func New(e Engine, opts Options) *Server {
 // request first; the engine reads the identity from its header.
 func (s *Server) Handler() http.Handler { return s.http }
 
-// ServeStdio serves one MCP session over in and out, newline-delimited
-// JSON-RPC, until in ends or ctx is done.
-func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	return s.sdk.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopCloser{out}})
-}
-
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }
 
 // Refresh installs the tools of the engine's current methods: new and
 // changed tools are added, those gone removed; the SDK then tells the

@@ -120,3 +120,36 @@ func TestMCPCommandUsage(t *testing.T) {
 		t.Errorf("mcp --help: exit %d: %s", code, stdout)
 	}
 }
+
+// TestMCPCommandPipe: requests written at once and stdin closed, as a
+// shell pipe does, are all answered before the command exits.
+func TestMCPCommandPipe(t *testing.T) {
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"helloworld_Greeter_SayHello","arguments":{"name":"Ada"}}}`,
+	}, "\n") + "\n"
+	for i := range 5 {
+		var stdout, stderr syncBuffer
+		root := newRoot(&stdout, &stderr)
+		root.SetIn(strings.NewReader(in))
+		root.SetArgs([]string{"mcp", "--proto", "helloworld/helloworld.proto", "-I", "../../proto"})
+		if err := root.ExecuteContext(t.Context()); err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, stderr.String())
+		}
+		ids := map[string]bool{}
+		for line := range strings.Lines(stdout.String()) {
+			var m struct {
+				ID json.RawMessage `json:"id"`
+			}
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("run %d: stdout line %q: %v", i, line, err)
+			}
+			ids[string(m.ID)] = true
+		}
+		if !ids["1"] || !ids["2"] || !ids["3"] || len(ids) != 3 {
+			t.Fatalf("run %d: answers to %v, want 1, 2 and 3:\n%s", i, ids, stdout.String())
+		}
+	}
+}
