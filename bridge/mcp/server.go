@@ -89,7 +89,6 @@ func New(e Engine, opts Options) *Server {
 // request first; the engine reads the identity from its header.
 func (s *Server) Handler() http.Handler { return s.http }
 
-
 // Refresh installs the tools of the engine's current methods: new and
 // changed tools are added, those gone removed; the SDK then tells the
 // connected sessions that the list changed (nothing is sent when
