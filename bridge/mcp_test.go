@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -652,5 +653,43 @@ func TestMCPHostAndOrigin(t *testing.T) {
 				t.Errorf("%d, want %d", resp.StatusCode, tt.want)
 			}
 		})
+	}
+}
+
+// TestMCPClientCertificate: an identity by client certificate (mTLS) is
+// the caller of its tool calls, as of its POST / calls.
+func TestMCPClientCertificate(t *testing.T) {
+	ca := newCA(t, "test CA")
+	auth := newAuth(t, bridge.Identity{Name: "cert-svc", ClientCerts: []string{"cn:svc.example"}, Allow: []string{"test.v1.TestService.Peek"}})
+	_, conn := startBackend(t)
+	reg, err := bridgereflect.Discover(t.Context(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := bridge.New(conn, bridge.Options{Auth: auth})
+	srv.Update(reg)
+	hs := httptest.NewUnstartedServer(srv)
+	hs.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool}
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	tr := hs.Client().Transport.(*http.Transport).Clone()
+	cert := ca.leaf(t, "svc.example", "")
+	tr.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
+	t.Cleanup(tr.CloseIdleConnections)
+	client := sdk.NewClient(&sdk.Implementation{Name: "mtls", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: tr}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	c := &mcpClient{ClientSession: cs}
+	if got := toolNames(t, c); !slices.Equal(got, []string{"test_v1_TestService_Peek"}) {
+		t.Errorf("tools of cert-svc: %v", got)
+	}
+	if r, err := callTool(t, c, "test_v1_TestService_Peek", `{"key":"k"}`); err != nil || r.IsError {
+		t.Errorf("Peek: %v %+v", err, r)
+	}
+	if r, err := callTool(t, c, toolHello, `{"name":"x"}`); err != nil || !r.IsError || !strings.Contains(resultText(r), "PERMISSION_DENIED") {
+		t.Errorf("SayHello: want PERMISSION_DENIED, got %v %+v", err, r)
 	}
 }
