@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -692,4 +693,74 @@ func TestMCPClientCertificate(t *testing.T) {
 	if r, err := callTool(t, c, toolHello, `{"name":"x"}`); err != nil || !r.IsError || !strings.Contains(resultText(r), "PERMISSION_DENIED") {
 		t.Errorf("SayHello: want PERMISSION_DENIED, got %v %+v", err, r)
 	}
+}
+
+// TestMCPSamePath: a tool call carries the MCP request's metadata, request
+// id and identity to the backend, and is logged and counted as a POST /
+// call is.
+func TestMCPSamePath(t *testing.T) {
+	var log syncBuf
+	m := newMetrics(t)
+	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t), Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&log, nil))})
+	hc := &http.Client{Transport: headers{
+		"Authorization": "Bearer reader-token-0123456789", "Grpc-Metadata-Tenant": "t1", "X-Request-Id": "mcp-request-1",
+	}.wrap(http.DefaultTransport.(*http.Transport).Clone())}
+	client := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	rec.take()
+	r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "test_v1_TestService_Peek", Arguments: json.RawMessage(`{"key":"same-path"}`)})
+	if err != nil || r.IsError {
+		t.Fatalf("%v %+v", err, r)
+	}
+	calls := rec.take()
+	if len(calls) != 1 || calls[0].method != "test.v1.TestService.Peek" {
+		t.Fatalf("the backend saw %+v", calls)
+	}
+	md := calls[0].md
+	for k, want := range map[string]string{"tenant": "t1", "x-bridge-identity": "reader", "x-request-id": "mcp-request-1"} {
+		if got := md.Get(k); len(got) != 1 || got[0] != want {
+			t.Errorf("metadata %s: %v, want %s", k, got, want)
+		}
+	}
+	if !strings.Contains(log.String(), `"msg":"call","method":"test.v1.TestService.Peek","code":0`) ||
+		!strings.Contains(log.String(), `"identity":"reader","request_id":"mcp-request-1"`) {
+		t.Errorf("access log:\n%s", log.String())
+	}
+	found := false
+	for _, mf := range scrape(t, e) {
+		if mf.GetName() != "jsonrpc_bridge_calls_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "method" && l.GetValue() == "test.v1.TestService.Peek" && mt.GetCounter().GetValue() == 1 {
+					found = true
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no calls_total{method=test.v1.TestService.Peek} 1")
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
