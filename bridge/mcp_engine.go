@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -29,11 +30,13 @@ const (
 	mcpPeerKey     = "Bridge Peer"
 )
 
-// mcpState is the MCP server of a Server, made on first use.
+// mcpState is the MCP server of a Server, made on first use, and the
+// Catalog of the last Update, whose methods are its tools.
 type mcpState struct {
-	mu  sync.Mutex
-	srv *mcp.Server
-	ids map[string]*identity // Auth's identities by name
+	mu      sync.Mutex
+	srv     *mcp.Server
+	ids     map[string]*identity // Auth's identities by name
+	catalog atomic.Pointer[Catalog]
 }
 
 // MCP returns the MCP server of s, which serves /mcp and, for the mcp
@@ -58,9 +61,11 @@ func (s *Server) MCP() *mcp.Server {
 	return m.srv
 }
 
-// mcpUpdated refreshes the tools after Update, when there is an MCP
-// server: its sessions are told when the list changed.
-func (s *Server) mcpUpdated() {
+// mcpUpdated keeps c, the Catalog Update has just installed, and
+// refreshes the tools when there is an MCP server: its sessions are told
+// when the list changed.
+func (s *Server) mcpUpdated(c Catalog) {
+	s.mcp.catalog.Store(&c)
 	s.mcp.mu.Lock()
 	srv := s.mcp.srv
 	s.mcp.mu.Unlock()
@@ -137,11 +142,11 @@ func (b *liftOnEOF) Read(p []byte) (int, error) {
 type mcpEngine struct{ s *Server }
 
 func (e mcpEngine) Methods() []protoreflect.MethodDescriptor {
-	t := e.s.table.Load()
-	if t == nil {
+	c := e.s.mcp.catalog.Load()
+	if c == nil {
 		return nil
 	}
-	return t.guard.catalog.Methods()
+	return (*c).Methods()
 }
 
 func (e mcpEngine) May(h http.Header, method string) bool {

@@ -304,7 +304,7 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 // once: calls that started before keep the table they started with.
 func (s *Server) Update(c Catalog) {
 	s.table.Store(newTable(c, s.conn, s.opts))
-	s.mcpUpdated()
+	s.mcpUpdated(c)
 }
 
 // Ready reports whether the backend's methods have been discovered.
