@@ -367,6 +367,16 @@ func TestMCPAuth(t *testing.T) {
 	if r, err = callTool(t, admin, toolCount, `{"key":"auth"}`); err != nil || r.IsError {
 		t.Fatalf("admin calling Count: %v %+v", err, r)
 	}
+	// An unknown tool is refused as a known one is, so that a refusal
+	// does not tell whether it exists; an identity that may call every
+	// method learns that it does not.
+	denied := resultText(r0(t, greeter, toolCount))
+	if got := resultText(r0(t, greeter, "no_such_tool")); got != denied {
+		t.Errorf("greeter calling an unknown tool: %q, want the refusal of a known one, %q", got, denied)
+	}
+	if _, err := callTool(t, admin, "no_such_tool", `{}`); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+		t.Errorf("admin calling an unknown tool: %v, want the SDK's unknown tool error", err)
+	}
 }
 
 func TestMCPRateLimit(t *testing.T) {
@@ -763,4 +773,14 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// r0 calls tool with no arguments and wants a result, not an error.
+func r0(t *testing.T, c *mcpClient, tool string) *sdk.CallToolResult {
+	t.Helper()
+	r, err := callTool(t, c, tool, `{}`)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return r
 }

@@ -132,10 +132,21 @@ func (s *Server) tool(name string) *tool {
 	return s.tools[name]
 }
 
+// refusedText is the text of the result of a call the caller may not
+// make, the message of the bridge's PERMISSION_DENIED.
+const refusedText = "PERMISSION_DENIED (gRPC code 7): the caller is not allowed to call this method"
+
 // filter leaves out of tools/list the tools whose methods the caller may
-// not call, as rpc.discover leaves them out of the OpenRPC document.
+// not call, as rpc.discover leaves them out of the OpenRPC document; and
+// it refuses a call of an unknown tool as a call of a known one it may
+// not call, unless it may call every method, so that a refusal does not
+// tell whether the tool exists (as for JSON-RPC).
 func (s *Server) filter(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if call, ok := req.(*sdk.CallToolRequest); ok && method == "tools/call" && call.Params != nil &&
+			s.tool(call.Params.Name) == nil && !s.engine.May(header(req.GetExtra()), "*") {
+			return errorResult(refusedText), nil
+		}
 		res, err := next(ctx, method, req)
 		if method != "tools/list" || err != nil {
 			return res, err
