@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -215,6 +216,12 @@ func TestMCPGoClientCalls(t *testing.T) {
 		r, err = callTool(t, c, toolHello, `{"name":"agent"}`)
 		if err != nil || r.IsError || !strings.Contains(marshal(t, r.StructuredContent), "agent") {
 			t.Fatalf("SayHello: %v %+v", err, r)
+		}
+		// A package named rpc: the tool has no leading dot, the call
+		// reaches .rpc.ops.Ops.Ping.
+		r, err = callTool(t, c, "rpc_ops_Ops_Ping", `{"text":"pong"}`)
+		if err != nil || r.IsError || marshal(t, r.StructuredContent) != `{"text":"pong"}` {
+			t.Fatalf("rpc.ops.Ops.Ping: %v %+v", err, r)
 		}
 	})
 	t.Run("grpc error", func(t *testing.T) {
@@ -783,4 +790,55 @@ func r0(t *testing.T, c *mcpClient, tool string) *sdk.CallToolResult {
 		t.Fatalf("%s: %v", tool, err)
 	}
 	return r
+}
+
+// TestMCPStdioListChanged: a session over stdio (ServeStdio, as the mcp
+// command serves it) is told of a re-discovery too.
+func TestMCPStdioListChanged(t *testing.T) {
+	_, conn, addr := startBackendTCP(t)
+	reg, err := bridgereflect.Discover(t.Context(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	only, err := reg.Filter([]string{"helloworld.*"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := bridge.New(directConn(t, conn, addr), bridge.Options{})
+	srv.Update(only)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- srv.MCP().ServeStdio(ctx, inR, outW)
+		outW.Close()
+	}()
+	changed := make(chan struct{}, 4)
+	client := sdk.NewClient(&sdk.Implementation{Name: "stdio", Version: "1"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, &sdk.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &mcpClient{ClientSession: cs}
+	if got := toolNames(t, c); !slices.Equal(got, []string{toolHello}) {
+		t.Fatalf("before: %v", got)
+	}
+	srv.Update(reg)
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed over stdio")
+	}
+	if got := toolNames(t, c); !slices.Contains(got, toolEcho) {
+		t.Fatalf("after: %v", got)
+	}
+	cs.Close()
+	inW.Close()
+	if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
+		t.Logf("ServeStdio: %v", err)
+	}
 }
