@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 
@@ -21,7 +22,15 @@ const maxProgressMessage = 4 << 10
 // handler runs a call of t through the engine and turns its reply into
 // the tool's result.
 func (s *Server) handler(t *tool) sdk.ToolHandler {
-	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
+		// The SDK does not recover a handler's panic: it would end the
+		// process. It becomes an INTERNAL result and a log line.
+		defer func() {
+			if p := recover(); p != nil {
+				s.opts.Logger.Error("mcp: panic in a tool call", "tool", req.Params.Name, "panic", p, "stack", string(debug.Stack()))
+				res, err = errorResult("INTERNAL (gRPC code 13): internal error"), nil
+			}
+		}()
 		args := bytes.TrimSpace(req.Params.Arguments)
 		switch {
 		case len(args) == 0 || string(args) == "null":
