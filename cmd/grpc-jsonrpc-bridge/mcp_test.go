@@ -153,3 +153,53 @@ func TestMCPCommandPipe(t *testing.T) {
 		}
 	}
 }
+
+// listening starts serve with args and returns its address once it has
+// discovered the backend's services.
+func listening(t *testing.T, args ...string) (*process, string) {
+	t.Helper()
+	p := start(t, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	var addr string
+	p.stderr.until(t, "listening log", func(l string) bool {
+		var rec struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "listening" {
+			addr = rec.Addr
+			return true
+		}
+		return false
+	})
+	p.stderr.until(t, "discovery log", func(l string) bool { return strings.Contains(l, "discovered") })
+	return p, addr
+}
+
+// TestServeMCP: serve serves /mcp by default, and its shutdown is not
+// held up by a session's open stream; --mcp=false makes /mcp 404.
+func TestServeMCP(t *testing.T) {
+	backend := startBackend(t, nil)
+	p, addr := listening(t, "--backend", backend, "--shutdown-timeout", "10s")
+	client := sdk.NewClient(&sdk.Implementation{Name: "serve-test", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "helloworld_Greeter_SayHello", Arguments: json.RawMessage(`{"name":"serve"}`)})
+	if err != nil || r.IsError {
+		t.Fatalf("%v %+v", err, r)
+	}
+	start := time.Now()
+	if code := p.stop(t); code != exitOK {
+		t.Errorf("exit code %d; stderr:\n%s", code, p.stderr.rest())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the shutdown took %v: an MCP session held it up", d)
+	}
+
+	p, addr = listening(t, "--backend", backend, "--mcp=false")
+	if status, _ := do(t, "http://"+addr+"/mcp", `{}`); status != 404 {
+		t.Errorf("--mcp=false: POST /mcp got %d, want 404", status)
+	}
+	if code := p.stop(t); code != exitOK {
+		t.Errorf("exit code %d", code)
+	}
+}
