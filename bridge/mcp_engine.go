@@ -55,6 +55,7 @@ func (s *Server) MCP() *mcp.Server {
 		m.srv = mcp.New(mcpEngine{s}, mcp.Options{
 			EmitUnpopulated: s.opts.EmitUnpopulated,
 			MaxBodyBytes:    s.opts.MaxBodyBytes,
+			MaxSessions:     s.opts.MaxMCPSessions,
 			Logger:          s.log,
 		})
 	}

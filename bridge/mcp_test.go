@@ -842,3 +842,32 @@ func TestMCPStdioListChanged(t *testing.T) {
 		t.Logf("ServeStdio: %v", err)
 	}
 }
+
+// TestMCPMaxSessions: past MaxMCPSessions a new session gets HTTP 429,
+// and a closed one makes room.
+func TestMCPMaxSessions(t *testing.T) {
+	e := newEnv(t, bridge.Options{MaxMCPSessions: 2})
+	a := mustConnectMCP(t, e.url, "")
+	mustConnectMCP(t, e.url, "")
+	_, err := connectMCP(t, e.url, "")
+	t.Logf("a third session: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "Too Many") {
+		t.Fatalf("a third session: %v, want HTTP 429", err)
+	}
+	// The sessions in use still work.
+	if r, err := callTool(t, a, toolHello, `{"name":"a"}`); err != nil || r.IsError {
+		t.Fatalf("%v %+v", err, r)
+	}
+	a.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := connectMCP(t, e.url, "")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after closing a session, a new one: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

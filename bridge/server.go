@@ -213,6 +213,9 @@ type Options struct {
 	AccessLog *slog.Logger
 	// DisableMCP turns off the MCP server at /mcp (404); see docs/mcp.md.
 	DisableMCP bool
+	// MaxMCPSessions bounds the MCP sessions open at once at /mcp; past it
+	// a new one gets HTTP 429. Zero means mcp.DefaultMaxSessions.
+	MaxMCPSessions int
 }
 
 func (o Options) withDefaults() Options {

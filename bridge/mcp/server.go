@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 // a request from its client before it is closed; its client then starts a
 // new one.
 const DefaultSessionTimeout = 30 * time.Minute
+
+// DefaultMaxSessions bounds the MCP sessions open at once over HTTP.
+const DefaultMaxSessions = 1024
 
 // Options configure a Server. The zero value gives the defaults.
 type Options struct {
@@ -30,6 +34,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// SessionTimeout is DefaultSessionTimeout when zero.
 	SessionTimeout time.Duration
+	// MaxSessions bounds the sessions open at once: a request that would
+	// start another gets HTTP 429. Zero means DefaultMaxSessions.
+	MaxSessions int
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -59,6 +66,9 @@ func New(e Engine, opts Options) *Server {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
 	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -86,8 +96,32 @@ func New(e Engine, opts Options) *Server {
 }
 
 // Handler serves MCP over Streamable HTTP. The caller authenticates each
-// request first; the engine reads the identity from its header.
-func (s *Server) Handler() http.Handler { return s.http }
+// request first; the engine reads the identity from its header. A POST
+// without a session that would take the sessions past MaxSessions gets
+// HTTP 429 (the bound is checked, not reserved: requests arriving at once
+// may pass it by a few).
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && s.sessions() >= s.opts.MaxSessions {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"too many MCP sessions: the bridge has ` +
+				strconv.Itoa(s.opts.MaxSessions) + ` open; retry later"}}`))
+			return
+		}
+		s.http.ServeHTTP(w, r)
+	})
+}
+
+// sessions counts the open sessions.
+func (s *Server) sessions() int {
+	n := 0
+	for range s.sdk.Sessions() {
+		n++
+	}
+	return n
+}
 
 // Refresh installs the tools of the engine's current methods: new and
 // changed tools are added, those gone removed; the SDK then tells the
