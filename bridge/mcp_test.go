@@ -53,7 +53,12 @@ type mcpClient struct {
 	changed  chan struct{}
 }
 
-func connectMCP(t testing.TB, url, token string) (*mcpClient, error) {
+// mcpVersions are the protocol revisions the tests run: 2025-06-18
+// (initialize), 2025-11-25, and the SDK's latest (2026-07-28: server/discover and
+// subscriptions/listen), each with the Go SDK's client.
+var mcpVersions = []string{"2025-06-18", "2025-11-25", "latest"}
+
+func connectMCP(t testing.TB, url, token string, version ...string) (*mcpClient, error) {
 	t.Helper()
 	c := &mcpClient{changed: make(chan struct{}, 16)}
 	client := sdk.NewClient(&sdk.Implementation{Name: "bridge-test", Version: "1"}, &sdk.ClientOptions{
@@ -75,18 +80,25 @@ func connectMCP(t testing.TB, url, token string) (*mcpClient, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: hc}, nil)
+	var opts *sdk.ClientSessionOptions
+	if len(version) == 1 && version[0] != "latest" {
+		opts = &sdk.ClientSessionOptions{ProtocolVersion: version[0]}
+	}
+	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: hc}, opts)
 	if err != nil {
 		return nil, err
+	}
+	if len(version) == 1 && version[0] != "latest" && cs.InitializeResult().ProtocolVersion != version[0] {
+		t.Fatalf("asked for protocol %s, got %s", version[0], cs.InitializeResult().ProtocolVersion)
 	}
 	t.Cleanup(func() { cs.Close() })
 	c.ClientSession = cs
 	return c, nil
 }
 
-func mustConnectMCP(t testing.TB, url, token string) *mcpClient {
+func mustConnectMCP(t testing.TB, url, token string, version ...string) *mcpClient {
 	t.Helper()
-	c, err := connectMCP(t, url, token)
+	c, err := connectMCP(t, url, token, version...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -197,10 +209,15 @@ func TestMCPGoClientTools(t *testing.T) {
 
 func TestMCPGoClientCalls(t *testing.T) {
 	e := newEnv(t, bridge.Options{})
-	c := mustConnectMCP(t, e.url, "")
+	for _, v := range mcpVersions {
+		t.Run(v, func(t *testing.T) { testMCPCalls(t, e, mustConnectMCP(t, e.url, "", v)) })
+	}
+}
+
+func testMCPCalls(t *testing.T, e *env, c *mcpClient) {
 
 	t.Run("success", func(t *testing.T) {
-		r, err := callTool(t, c, toolCount, `{"key":"mcp-success"}`)
+		r, err := callTool(t, c, toolCount, `{"key":"`+t.Name()+`"}`) // a counter of its own
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,10 +350,16 @@ func TestMCPProgressArrivesDuringTheStream(t *testing.T) {
 
 func TestMCPAuth(t *testing.T) {
 	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
-	if _, err := connectMCP(t, e.url, ""); err == nil {
+	for _, v := range mcpVersions {
+		t.Run(v, func(t *testing.T) { testMCPAuth(t, e, v) })
+	}
+}
+
+func testMCPAuth(t *testing.T, e *env, v string) {
+	if _, err := connectMCP(t, e.url, "", v); err == nil {
 		t.Fatal("a client without credentials must not get a session")
 	}
-	if _, err := connectMCP(t, e.url, "wrong-token-0123456789"); err == nil {
+	if _, err := connectMCP(t, e.url, "wrong-token-0123456789", v); err == nil {
 		t.Fatal("a client with a wrong token must not get a session")
 	}
 	resp, err := testClient.Post(e.url+"/mcp", "application/json", strings.NewReader(`{}`))
@@ -348,15 +371,15 @@ func TestMCPAuth(t *testing.T) {
 		t.Fatalf("no credentials: %d %q, want 401 with a Bearer challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 
-	greeter := mustConnectMCP(t, e.url, "greeter-token-0123456789")
+	greeter := mustConnectMCP(t, e.url, "greeter-token-0123456789", v)
 	if got := toolNames(t, greeter); !slices.Equal(got, []string{toolHello}) {
 		t.Errorf("greeter's tools: %v, want only %s", got, toolHello)
 	}
-	reader := mustConnectMCP(t, e.url, "reader-token-0123456789")
+	reader := mustConnectMCP(t, e.url, "reader-token-0123456789", v)
 	if got := toolNames(t, reader); !slices.Equal(got, []string{toolHello, toolEcho, "test_v1_TestService_Peek"}) {
 		t.Errorf("reader's tools: %v", got)
 	}
-	admin := mustConnectMCP(t, e.url, "admin-token-0123456789")
+	admin := mustConnectMCP(t, e.url, "admin-token-0123456789", v)
 	if got := toolNames(t, admin); !slices.Contains(got, toolCount) || !slices.Contains(got, toolHello) {
 		t.Errorf("admin's tools: %v", got)
 	}
@@ -434,6 +457,12 @@ type roundTripper func(*http.Request) (*http.Response, error)
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestMCPListChanged(t *testing.T) {
+	for _, v := range mcpVersions {
+		t.Run(v, func(t *testing.T) { testMCPListChanged(t, v) })
+	}
+}
+
+func testMCPListChanged(t *testing.T, v string) {
 	_, conn, addr := startBackendTCP(t)
 	reg, err := bridgereflect.Discover(context.Background(), conn)
 	if err != nil {
@@ -447,7 +476,7 @@ func TestMCPListChanged(t *testing.T) {
 	srv.Update(only)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	c := mustConnectMCP(t, hs.URL, "")
+	c := mustConnectMCP(t, hs.URL, "", v)
 	if got := toolNames(t, c); !slices.Equal(got, []string{toolHello}) {
 		t.Fatalf("before: %v", got)
 	}
