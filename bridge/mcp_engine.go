@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -21,21 +22,26 @@ import (
 // path of POST /, so that they get the same authorization, deadlines,
 // metadata, limits, metrics and access log.
 
-// mcpIdentityKey and mcpPeerKey carry, in the header of an MCP request as
-// package mcp hands it back, the identity the front door authenticated and
-// the client's address. A space makes them invalid header names on the
-// wire, so no client can send them; serveMCP replaces them anyway.
-const (
-	mcpIdentityKey = "Bridge Identity"
-	mcpPeerKey     = "Bridge Peer"
-)
+// mcpCallerKey carries, in the header of an MCP request as package mcp
+// hands it back, the key under which serveMCP keeps what the front door
+// learned of the request: its identity and its client's address, for as
+// long as the request is served (its tool calls run within it). A space
+// makes it an invalid header name on the wire, so no client can send it;
+// serveMCP replaces it anyway.
+const mcpCallerKey = "Bridge Caller"
+
+// mcpCaller is what the front door learned of an MCP request.
+type mcpCaller struct {
+	id   *identity // nil when authentication is off
+	peer string    // the request's RemoteAddr
+}
 
 // mcpState is the MCP server of a Server, made on first use, and the
 // Catalog of the last Update, whose methods are its tools.
 type mcpState struct {
 	mu      sync.Mutex
 	srv     *mcp.Server
-	ids     map[string]*identity // Auth's identities by name
+	callers sync.Map // mcpCallerKey's value -> *mcpCaller, while its request is served
 	catalog atomic.Pointer[Catalog]
 }
 
@@ -46,12 +52,6 @@ func (s *Server) MCP() *mcp.Server {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.srv == nil {
-		if a := s.opts.Auth; a != nil {
-			m.ids = make(map[string]*identity, len(a.ids))
-			for _, id := range a.ids {
-				m.ids[id.name] = id
-			}
-		}
 		m.srv = mcp.New(mcpEngine{s}, mcp.Options{
 			EmitUnpopulated: s.opts.EmitUnpopulated,
 			MaxBodyBytes:    s.opts.MaxBodyBytes,
@@ -98,12 +98,11 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	key := rand.Text()
+	s.mcp.callers.Store(key, &mcpCaller{id: x.id, peer: r.RemoteAddr})
+	defer s.mcp.callers.Delete(key)
 	h := r.Header.Clone()
-	delete(h, mcpIdentityKey)
-	if x.id != nil {
-		h[mcpIdentityKey] = []string{x.id.name}
-	}
-	h[mcpPeerKey] = []string{r.RemoteAddr}
+	h[mcpCallerKey] = []string{key}
 	r.Header = h // r is front's copy
 	rc := http.NewResponseController(w)
 	if r.Method == http.MethodGet {
@@ -155,21 +154,28 @@ func (e mcpEngine) May(h http.Header, method string) bool {
 	return ok && (id == nil || id.allows(method))
 }
 
-// identity is the caller of h, as serveMCP put it there, and whether it
-// may call anything: with authentication off, everyone may (a nil
-// identity); with it on, a header without an identity (stdio) may not.
+// caller is what serveMCP learned of the request of h (nil over stdio).
+func (e mcpEngine) caller(h http.Header) *mcpCaller {
+	if keys := h[mcpCallerKey]; len(keys) == 1 {
+		if c, ok := e.s.mcp.callers.Load(keys[0]); ok {
+			return c.(*mcpCaller)
+		}
+	}
+	return nil
+}
+
+// identity is the caller of h and whether it may call anything: with
+// authentication off, everyone may (a nil identity); with it on, a
+// request the front door has not authenticated (stdio) may not.
 func (e mcpEngine) identity(h http.Header) (*identity, bool) {
 	if e.s.opts.Auth == nil {
 		return nil, true
 	}
-	names := h[mcpIdentityKey]
-	if len(names) != 1 {
+	c := e.caller(h)
+	if c == nil || c.id == nil {
 		return nil, false
 	}
-	e.s.mcp.mu.Lock()
-	id := e.s.mcp.ids[names[0]]
-	e.s.mcp.mu.Unlock()
-	return id, id != nil
+	return c.id, true
 }
 
 func (e mcpEngine) Call(ctx context.Context, h http.Header, request []byte) []byte {
@@ -194,14 +200,14 @@ func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMes
 	x.id = id
 	hdr := make(http.Header, len(h)+1)
 	for k, v := range h {
-		if k != mcpIdentityKey && k != mcpPeerKey && k != "Content-Length" && k != "Content-Encoding" {
+		if k != mcpCallerKey && k != "Content-Length" && k != "Content-Encoding" {
 			hdr[k] = v
 		}
 	}
 	hdr.Set("Content-Type", "application/json")
 	var peer string
-	if p := h[mcpPeerKey]; len(p) == 1 {
-		peer = p[0]
+	if c := e.caller(h); c != nil {
+		peer = c.peer
 	}
 	if onMessage != nil {
 		ctx = context.WithValue(ctx, messageObserverKey{}, onMessage)
