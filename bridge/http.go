@@ -21,9 +21,10 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // maxPooled keeps one huge request from pinning its buffer forever.
 const maxPooled = 1 << 20
 
-// ServeHTTP serves JSON-RPC at POST / and over WebSocket at GET /ws, the
-// OpenRPC document at GET /openrpc.json, metrics at GET /metrics, liveness
-// at GET /healthz and readiness at GET /readyz.
+// ServeHTTP serves JSON-RPC at POST / and over WebSocket at GET /ws, MCP
+// at /mcp, the OpenRPC document at GET /openrpc.json, the API explorer at
+// GET /explorer, metrics at GET /metrics, liveness at GET /healthz and
+// readiness at GET /readyz.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -48,6 +49,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if x, ok := s.front(w, r); ok {
 			s.serveWS(w, r, x)
 		}
+	case "/mcp":
+		s.serveMCP(w, r)
 	case "/openrpc.json":
 		s.gzipDocument.ServeHTTP(w, r)
 	case "/metrics":

@@ -187,7 +187,7 @@ func sameOrigin(o, host string) bool {
 // whether the request goes on; when not, it has answered.
 func (s *Server) checkOrigin(w http.ResponseWriter, r *http.Request) bool {
 	p := r.URL.Path
-	if p != "/" && p != "/ws" && p != "/openrpc.json" {
+	if p != "/" && p != "/ws" && p != "/openrpc.json" && p != "/mcp" {
 		return true // probes and metrics: see docs/security.md#browsers
 	}
 	rules := s.origins

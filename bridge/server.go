@@ -221,6 +221,11 @@ type Options struct {
 	// AccessLog, if not nil, receives one Info record per call and per
 	// refused request. It is often Logger itself.
 	AccessLog *slog.Logger
+	// DisableMCP turns off the MCP server at /mcp (404); see docs/mcp.md.
+	DisableMCP bool
+	// MaxMCPSessions bounds the MCP sessions open at once at /mcp; past it
+	// a new one gets HTTP 429. Zero means mcp.DefaultMaxSessions.
+	MaxMCPSessions int
 }
 
 func (o Options) withDefaults() Options {
@@ -295,6 +300,7 @@ type Server struct {
 	observer observe.Observer
 	// origins are the Host and Origin checks and the CORS answers.
 	origins *originRules
+	mcp     mcpState // the MCP server, made on first use (mcp_engine.go)
 }
 
 // A Catalog is one discovered snapshot of the backend's methods; a
@@ -349,7 +355,10 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 
 // Update prepares every method of c for calls and then swaps it in at
 // once: calls that started before keep the table they started with.
-func (s *Server) Update(c Catalog) { s.engine.Update(c) }
+func (s *Server) Update(c Catalog) {
+	s.engine.Update(c)
+	s.mcpUpdated(c)
+}
 
 // Ready reports whether the backend's methods have been discovered.
 func (s *Server) Ready() bool { return s.engine.Table() != nil }

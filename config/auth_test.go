@@ -14,7 +14,7 @@ func (s Settings) withGuardDefaults() Settings {
 	s.ShutdownDelay, s.Auth, s.MaxInFlight, s.MaxResponseBytes = d.ShutdownDelay, d.Auth, d.MaxInFlight, d.MaxResponseBytes
 	s.RateLimit, s.RateBurst = d.RateLimit, d.RateBurst
 	s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout = d.ReadHeaderTimeout, d.ReadTimeout, d.WriteTimeout, d.IdleTimeout
-	s.AccessLog, s.Metrics, s.DirectCalls, s.BackendKeepalive = d.AccessLog, d.Metrics, d.DirectCalls, d.BackendKeepalive
+	s.AccessLog, s.Metrics, s.DirectCalls, s.BackendKeepalive, s.MCP = d.AccessLog, d.Metrics, d.DirectCalls, d.BackendKeepalive, d.MCP
 	s.Explorer = d.Explorer
 	s.BodyTimeout, s.ReplyTimeout, s.MaxBodyReadsPerClient, s.MaxBodyReadsPerConnection = d.BodyTimeout, d.ReplyTimeout, d.MaxBodyReadsPerClient, d.MaxBodyReadsPerConnection
 	s.HTTP2MaxConcurrentStreams, s.MaxWSConnections, s.MaxWSConnectionsPerClient = d.HTTP2MaxConcurrentStreams, d.MaxWSConnections, d.MaxWSConnectionsPerClient

@@ -50,6 +50,7 @@ func keys() []key {
 		{name: "refresh_interval", usage: "rediscover the backends' services this often; 0s turns it off", field: func(s *Settings) any { return &s.RefreshInterval }},
 		{name: "emit_unpopulated", usage: "include fields holding default values in results", field: func(s *Settings) any { return &s.EmitUnpopulated }},
 		{name: "direct_calls", usage: "send unary calls through the bridge's own HTTP/2 client instead of grpc-go's (not with tracing)", field: func(s *Settings) any { return &s.DirectCalls }},
+		{name: "mcp", usage: "serve the methods as Model Context Protocol tools at /mcp; false makes /mcp 404", field: func(s *Settings) any { return &s.MCP }},
 		{name: "backend_keepalive.time", usage: "ping a backend after this long without a frame from it, and close the connection when the ping goes unanswered; 0s turns keepalive off (at least 10s, as grpc-go)", field: func(s *Settings) any { return &s.BackendKeepalive.Time }},
 		{name: "backend_keepalive.timeout", usage: "how long a keepalive ping waits for an answer before the connection is closed", field: func(s *Settings) any { return &s.BackendKeepalive.Timeout }},
 		{name: "backend_keepalive.permit_without_stream", usage: "send keepalive pings also while no call is in flight", field: func(s *Settings) any { return &s.BackendKeepalive.PermitWithoutStream }},

@@ -57,6 +57,8 @@ type Settings struct {
 	// grpc-go). It is ignored, and grpc-go used, with tracing on and for
 	// targets that need grpc-go's name resolution.
 	DirectCalls bool
+	// MCP serves the methods as MCP tools at /mcp (docs/mcp.md).
+	MCP bool
 	// BackendKeepalive pings backends to find dead connections, on both
 	// call paths; its zero Time turns it off.
 	BackendKeepalive Keepalive
@@ -236,6 +238,7 @@ func Defaults() Settings {
 		Metrics:           true,
 		Explorer:          true,
 		DirectCalls:       true,
+		MCP:               true,
 		BackendKeepalive:  Keepalive{Timeout: 20 * time.Second},
 
 		OpenRPC:                   OpenRPC{Title: mapping.DefaultTitle, Version: mapping.DefaultVersion},

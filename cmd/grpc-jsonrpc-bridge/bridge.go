@@ -114,8 +114,10 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 		EmitUnpopulated:  s.EmitUnpopulated,
 		Document:         documentInfo(s, dialable(lis.Addr())),
 		Logger:           log,
+		DisableMCP:       !s.MCP,
 	}, s), s, auth, metrics, access))
 	httpSrv := httpServer(tr.handler(srv), s, log)
+	httpSrv.RegisterOnShutdown(srv.CloseMCP) // Shutdown would wait for the MCP sessions' open streams
 
 	// Every goroutine is waited for before the connections close; cancel
 	// (run first) stops discovery and the SIGHUP loop, and Serve stops by

@@ -68,7 +68,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 			"GET /readyz.",
 		// No Args: cobra then answers an unknown command with suggestions.
 		RunE: func(*cobra.Command, []string) error {
-			return usageError(errors.New("missing command: try serve, demo, openrpc, list or describe"))
+			return usageError(errors.New("missing command: try serve, demo, mcp, openrpc, list or describe"))
 		},
 		Version:       version(),
 		SilenceErrors: true,
@@ -79,7 +79,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newServeCmd(stdout, stderr), newDemoCmd(stdout, stderr), newOpenRPCCmd(stdout, stderr),
-		newListCmd(stdout, stderr), newDescribeCmd(stdout, stderr), newVersionCmd(stdout))
+		newListCmd(stdout, stderr), newDescribeCmd(stdout, stderr), newMCPCmd(stdout, stderr), newVersionCmd(stdout))
 	return root
 }
 

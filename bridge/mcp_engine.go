@@ -1,0 +1,239 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/mcp"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
+)
+
+// This file serves the methods as MCP tools at /mcp (docs/mcp.md): package
+// mcp speaks the protocol; mcpEngine runs its calls through serveRPC, the
+// path of POST /, so that they get the same authorization, deadlines,
+// metadata, limits, metrics and access log.
+
+// mcpCallerKey carries, in the header of an MCP request as package mcp
+// hands it back, the key under which serveMCP keeps what the front door
+// learned of the request: its identity and its client's address, for as
+// long as the request is served (its tool calls run within it). A space
+// makes it an invalid header name on the wire, so no client can send it;
+// serveMCP replaces it anyway.
+const mcpCallerKey = "Bridge Caller"
+
+// mcpCaller is what the front door learned of an MCP request.
+type mcpCaller struct {
+	id   *auth.Caller // nil when authentication is off
+	peer string    // the request's RemoteAddr
+}
+
+// mcpState is the MCP server of a Server, made on first use, and the
+// Catalog of the last Update, whose methods are its tools.
+type mcpState struct {
+	mu      sync.Mutex
+	srv     *mcp.Server
+	callers sync.Map // mcpCallerKey's value -> *mcpCaller, while its request is served
+	catalog atomic.Pointer[Catalog]
+}
+
+// MCP returns the MCP server of s, which serves /mcp and, for the mcp
+// command, stdio. Its tools follow every Update.
+func (s *Server) MCP() *mcp.Server {
+	m := &s.mcp
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.srv == nil {
+		m.srv = mcp.New(mcpEngine{s}, mcp.Options{
+			EmitUnpopulated: s.opts.EmitUnpopulated,
+			MaxBodyBytes:    s.opts.MaxBodyBytes,
+			MaxSessions:     s.opts.MaxMCPSessions,
+			Logger:          s.log,
+		})
+	}
+	return m.srv
+}
+
+// mcpUpdated keeps c, the Catalog Update has just installed, and
+// refreshes the tools when there is an MCP server: its sessions are told
+// when the list changed.
+func (s *Server) mcpUpdated(c Catalog) {
+	s.mcp.catalog.Store(&c)
+	s.mcp.mu.Lock()
+	srv := s.mcp.srv
+	s.mcp.mu.Unlock()
+	if srv != nil {
+		srv.Refresh()
+	}
+}
+
+// CloseMCP ends every MCP session, and with them their open streams, for
+// a shutdown: http.Server.Shutdown would wait for them.
+func (s *Server) CloseMCP() {
+	s.mcp.mu.Lock()
+	srv := s.mcp.srv
+	s.mcp.mu.Unlock()
+	if srv != nil {
+		srv.Close()
+	}
+}
+
+// serveMCP serves /mcp: 404 when MCP is off; otherwise the front door
+// authenticates the request (401 as for POST /) and the SDK's handler
+// serves it.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.DisableMCP {
+		writeJSON(w, http.StatusNotFound, []byte(`{"error":"not found: MCP is off (mcp: false)"}`))
+		return
+	}
+	x, ok := s.front(w, r)
+	if !ok {
+		return
+	}
+	key := rand.Text()
+	s.mcp.callers.Store(key, &mcpCaller{id: x.id, peer: r.RemoteAddr})
+	defer s.mcp.callers.Delete(key)
+	h := r.Header.Clone()
+	h[mcpCallerKey] = []string{key}
+	r = r.Clone(r.Context())
+	r.Header = h
+	rc := http.NewResponseController(w)
+	if r.Method == http.MethodGet {
+		// The stream of the session's notifications stays open: over
+		// HTTP/1 the connection's deadlines would end it.
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+	} else {
+		// A POST's reply streams until its call ends.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.MaxCallTimeout + s.opts.ReplyTimeout))
+		if r.Body != nil {
+			_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+			r.Body = &liftOnEOF{ReadCloser: r.Body, rc: rc}
+		}
+	}
+	s.MCP().Handler().ServeHTTP(w, r)
+}
+
+// liftOnEOF lifts the read deadline of a request once its body is read,
+// as serveRPC does: over HTTP/1 it would end the request's context.
+type liftOnEOF struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *liftOnEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// mcpEngine is the mcp.Engine of a Server.
+type mcpEngine struct{ s *Server }
+
+func (e mcpEngine) Methods() []protoreflect.MethodDescriptor {
+	c := e.s.mcp.catalog.Load()
+	if c == nil {
+		return nil
+	}
+	return (*c).Methods()
+}
+
+func (e mcpEngine) May(h http.Header, method string) bool {
+	id, ok := e.identity(h)
+	return ok && (id == nil || id.Allows(method))
+}
+
+// caller is what serveMCP learned of the request of h (nil over stdio).
+func (e mcpEngine) caller(h http.Header) *mcpCaller {
+	if keys := h[mcpCallerKey]; len(keys) == 1 {
+		if c, ok := e.s.mcp.callers.Load(keys[0]); ok {
+			return c.(*mcpCaller)
+		}
+	}
+	return nil
+}
+
+// identity is the caller of h and whether it may call anything: with
+// authentication off, everyone may (a nil identity); with it on, a
+// request the front door has not authenticated (stdio) may not.
+func (e mcpEngine) identity(h http.Header) (*auth.Caller, bool) {
+	if e.s.opts.Auth == nil {
+		return nil, true
+	}
+	c := e.caller(h)
+	if c == nil || c.id == nil {
+		return nil, false
+	}
+	return c.id, true
+}
+
+func (e mcpEngine) Call(ctx context.Context, h http.Header, request []byte) []byte {
+	return e.run(ctx, h, request, nil)
+}
+
+func (e mcpEngine) Stream(ctx context.Context, h http.Header, request []byte, onMessage func(json.RawMessage)) []byte {
+	return e.run(ctx, h, request, onMessage)
+}
+
+// run answers request as POST / answers it: an HTTP request with the
+// header of the MCP request, from its client's address, goes through
+// serveRPC, past the front door, which has authenticated the MCP request.
+// Refusals (429, 413, 431) come back as their JSON-RPC error bodies.
+func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMessage func(json.RawMessage)) []byte {
+	s := e.s
+	x := &exchange{}
+	x.RequestID = requestID(h.Get(RequestIDHeader))
+	id, ok := e.identity(h)
+	if !ok {
+		return wire.AppendError(nil, wire.NullID, auth.PermissionDenied)
+	}
+	if id != nil {
+		x.id, x.Caller = id, id
+	}
+	hdr := make(http.Header, len(h)+1)
+	for k, v := range h {
+		if k != mcpCallerKey && k != "Content-Length" && k != "Content-Encoding" {
+			hdr[k] = v
+		}
+	}
+	hdr.Set("Content-Type", "application/json")
+	var peer string
+	if c := e.caller(h); c != nil {
+		peer = c.peer
+	}
+	if onMessage != nil {
+		x.OnMessage = func(m []byte) { onMessage(json.RawMessage(m)) }
+	}
+	r := (&http.Request{
+		Method: http.MethodPost, URL: &url.URL{Path: "/mcp"}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: hdr, Body: io.NopCloser(bytes.NewReader(request)), ContentLength: int64(len(request)),
+		RemoteAddr: peer, Host: "mcp",
+	}).WithContext(ctx)
+	w := &mcpReply{header: make(http.Header)}
+	s.serveRPC(w, r, x)
+	return w.body.Bytes()
+}
+
+// mcpReply is the http.ResponseWriter of run: it keeps the reply.
+type mcpReply struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (w *mcpReply) Header() http.Header         { return w.header }
+func (w *mcpReply) WriteHeader(int)             {}
+func (w *mcpReply) Write(p []byte) (int, error) { return w.body.Write(p) }

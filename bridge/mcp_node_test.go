@@ -1,0 +1,78 @@
+package bridge_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
+)
+
+// TestNodeMCPClients runs testdata/clients/mcp.test.mjs: the official MCP
+// TypeScript SDK's Client over Streamable HTTP against real bridges on
+// loopback in front of a real backend (one open, one with auth, one whose
+// services the script has rediscovered through a control endpoint of this
+// test), and over stdio against the mcp command of the built binary. It
+// needs node and the npm packages (npm ci --prefix bridge/testdata/clients):
+// where either is missing it is skipped, and fails when CI is set.
+func TestNodeMCPClients(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(nodeClients, "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
+	}
+	if err != nil {
+		msg := "node or the npm packages of " + nodeClients + " are missing (npm ci --prefix bridge/" + nodeClients + "): " + err.Error()
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	_, conn, addr := startBackendTCP(t)
+	reg, err := bridgereflect.Discover(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(opts bridge.Options, c bridge.Catalog) (*bridge.Server, string) {
+		srv := bridge.New(directConn(t, conn, addr), opts)
+		srv.Update(c)
+		hs := httptest.NewServer(srv)
+		t.Cleanup(hs.Close)
+		return srv, hs.URL
+	}
+	_, open := serve(bridge.Options{}, reg)
+	_, authed := serve(bridge.Options{Auth: newAuth(t)}, reg)
+	only, err := reg.Filter([]string{"helloworld.*"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changing, changeURL := serve(bridge.Options{}, only)
+	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/rediscover" {
+			http.NotFound(w, r)
+			return
+		}
+		changing.Update(reg) // a re-discovery that finds every service
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(control.Close)
+
+	bin := buildBridge(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "mcp.test.mjs")
+	cmd.Dir = nodeClients
+	cmd.Env = append(os.Environ(), "NO_COLOR=1",
+		"MCP_URL="+open+"/mcp", "MCP_AUTH_URL="+authed+"/mcp", "MCP_CHANGE_URL="+changeURL+"/mcp",
+		"MCP_CONTROL_URL="+control.URL, "MCP_BIN="+bin, "MCP_BACKEND="+addr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test mcp.test.mjs: %v\n%s", err, out)
+	}
+	t.Logf("node --test mcp.test.mjs:\n%s", out)
+}
