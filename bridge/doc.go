@@ -15,6 +15,7 @@
 //	bridge/backend    Invoker (grpc-go | direct), statuses, DirectConn
 //	  internal/unary  the bridge's own HTTP/2 client
 //	bridge/explorer   GET /explorer: the API explorer page (static, embedded)
+//	bridge/mcp        /mcp and stdio: the methods as MCP tools (mcp.Engine)
 //
 // The files of this package, each with one job: server.go (Options, their
 // defaults, New, Update, Handle), http.go (routes, POST /, GET
@@ -25,8 +26,9 @@
 // deadline.go (the timeout headers), limit.go (in-flight slots, rate
 // limits, bodies being read, WebSocket counts), compress.go (gzip both
 // ways), observe.go (refusals told to the observer), ws.go (GET /ws up to
-// the upgrade, and the ws.Front of its frames), readiness.go (the probes'
-// details).
+// the upgrade, and the ws.Front of its frames), mcp_engine.go (/mcp: the
+// mcp.Engine, whose tool calls run as POST / calls), readiness.go (the
+// probes' details).
 //
 // # One unary call over POST /
 //
