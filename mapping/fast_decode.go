@@ -513,6 +513,10 @@ func (d *fastDecoder) strEnd() (int, bool, bool) {
 	j := d.i + 1
 	escapes := false
 	for j < len(b) {
+		j += indexSpecial(b[j:])
+		if j >= len(b) {
+			break
+		}
 		c := b[j]
 		if c == '"' {
 			if !utf8.Valid(b[d.i+1 : j]) {
@@ -523,12 +527,8 @@ func (d *fastDecoder) strEnd() (int, bool, bool) {
 		if c < 0x20 {
 			return 0, false, d.fail(reasonValue)
 		}
-		if c == '\\' {
-			escapes = true
-			j += 2
-			continue
-		}
-		j++
+		escapes = true // c == '\\'
+		j += 2
 	}
 	return 0, false, d.fail(reasonSyntax)
 }

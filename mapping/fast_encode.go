@@ -524,31 +524,21 @@ func appendFloat(dst []byte, v float64, bits int) []byte {
 	return dst
 }
 
-// jsonPlain marks the bytes protojson copies into a JSON string as they
-// are: everything but control characters, '"' and '\\' (bytes of UTF-8
-// sequences included; appendJSONString checks UTF-8 first).
-var jsonPlain = func() (t [256]bool) {
-	for c := range t {
-		t[c] = c >= 0x20 && c != '"' && c != '\\'
-	}
-	return t
-}()
-
 // appendJSONString writes s as a JSON string, escaped byte for byte as
-// protojson escapes it; invalid UTF-8 fails.
+// protojson escapes it ('"', '\\' and control characters only); invalid
+// UTF-8 fails.
 func appendJSONString(dst, s []byte) ([]byte, bool) {
 	if !utf8.Valid(s) {
 		return dst, false
 	}
 	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if jsonPlain[c] {
-			continue
+	for len(s) > 0 {
+		i := indexSpecial(s)
+		dst = append(dst, s[:i]...)
+		if i == len(s) {
+			break
 		}
-		dst = append(dst, s[start:i]...)
-		switch c {
+		switch c := s[i]; c {
 		case '"', '\\':
 			dst = append(dst, '\\', c)
 		case '\n':
@@ -565,8 +555,7 @@ func appendJSONString(dst, s []byte) ([]byte, bool) {
 			const hex = "0123456789abcdef"
 			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
-		start = i + 1
+		s = s[i+1:]
 	}
-	dst = append(dst, s[start:]...)
 	return append(dst, '"'), true
 }
