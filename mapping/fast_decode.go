@@ -113,6 +113,7 @@ func (d *fastDecoder) object(pl *plan, dst []byte, depth int) ([]byte, bool) {
 		d.i++
 		return dst, true
 	}
+	next := 0
 	for {
 		if d.peek() != '"' {
 			return dst, d.fail(reasonSyntax)
@@ -121,10 +122,17 @@ func (d *fastDecoder) object(pl *plan, dst []byte, depth int) ([]byte, bool) {
 		if !ok {
 			return dst, d.fail(reasonSyntax)
 		}
-		f := pl.byName[string(key)]
+		// Keys mostly come in declaration order: try the next field first.
+		var f *field
+		if next < len(pl.fields) && pl.fields[next].jsonName == string(key) {
+			f = &pl.fields[next]
+		} else {
+			f = pl.byName[string(key)]
+		}
 		if f == nil || seen.testAndSet(f.index) {
 			return dst, d.fail(reasonField)
 		}
+		next = f.index + 1
 		if d.peek() != ':' {
 			return dst, d.fail(reasonSyntax)
 		}
@@ -493,16 +501,20 @@ func (d *fastDecoder) literal(s string) bool {
 // plainString reads a JSON string without escapes and returns its bytes.
 func (d *fastDecoder) plainString() ([]byte, bool) {
 	start := d.i + 1
-	for j := start; j < len(d.b); j++ {
-		switch c := d.b[j]; {
-		case c == '"':
-			d.i = j + 1
-			return d.b[start:j], utf8.Valid(d.b[start:j])
-		case c == '\\' || c < 0x20:
-			return nil, false
-		}
+	if start > len(d.b) {
+		return nil, false
 	}
-	return nil, false
+	k, nonASCII := scanPlain(d.b[start:])
+	j := start + k
+	if j >= len(d.b) || d.b[j] != '"' {
+		return nil, false
+	}
+	s := d.b[start:j]
+	if nonASCII && !utf8.Valid(s) {
+		return nil, false
+	}
+	d.i = j + 1
+	return s, true
 }
 
 // strEnd finds the end of the JSON string whose opening quote is at d.i:
@@ -511,15 +523,19 @@ func (d *fastDecoder) plainString() ([]byte, bool) {
 func (d *fastDecoder) strEnd() (int, bool, bool) {
 	b := d.b
 	j := d.i + 1
-	escapes := false
+	escapes, nonASCII := false, false
 	for j < len(b) {
-		j += indexSpecial(b[j:])
+		k, na := scanPlain(b[j:])
+		j += k
+		nonASCII = nonASCII || na
 		if j >= len(b) {
 			break
 		}
 		c := b[j]
 		if c == '"' {
-			if !utf8.Valid(b[d.i+1 : j]) {
+			// Escapes are ASCII (unescape refuses any other), so the raw
+			// string is valid UTF-8 if and only if the unescaped one is.
+			if nonASCII && !utf8.Valid(b[d.i+1:j]) {
 				return 0, false, d.fail(reasonValue)
 			}
 			return j, escapes, true
@@ -590,7 +606,7 @@ func (d *fastDecoder) appendBytesField(dst []byte) ([]byte, bool) {
 		s = d.arena[arenaMark:]
 	}
 	enc := base64Encodings[0]
-	if bytes.ContainsAny(s, "-_") {
+	if bytes.IndexByte(s, '-') >= 0 || bytes.IndexByte(s, '_') >= 0 {
 		enc = base64Encodings[1]
 	}
 	if len(s)%4 != 0 {

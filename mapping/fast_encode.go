@@ -528,12 +528,12 @@ func appendFloat(dst []byte, v float64, bits int) []byte {
 // protojson escapes it ('"', '\\' and control characters only); invalid
 // UTF-8 fails.
 func appendJSONString(dst, s []byte) ([]byte, bool) {
-	if !utf8.Valid(s) {
-		return dst, false
-	}
+	all := s
+	nonASCII := false
 	dst = append(dst, '"')
 	for len(s) > 0 {
-		i := indexSpecial(s)
+		i, na := scanPlain(s)
+		nonASCII = nonASCII || na
 		dst = append(dst, s[:i]...)
 		if i == len(s) {
 			break
@@ -556,6 +556,9 @@ func appendJSONString(dst, s []byte) ([]byte, bool) {
 			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
 		s = s[i+1:]
+	}
+	if nonASCII && !utf8.Valid(all) {
+		return dst, false
 	}
 	return append(dst, '"'), true
 }

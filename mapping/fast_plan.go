@@ -68,6 +68,7 @@ type field struct {
 	presence bool   // explicit presence: optional, oneof member or message
 	oneof    int    // index of its real oneof, or -1
 	key      []byte // `"jsonName":` for output
+	jsonName string
 	wireType protowire.Type
 	msg      *plan
 	enum     *enumPlan
@@ -256,6 +257,7 @@ func (p *planner) fill(f *field, fd protoreflect.FieldDescriptor) {
 		presence: fd.HasPresence(),
 		oneof:    -1,
 		key:      append(strconv.AppendQuote(nil, fd.JSONName()), ':'),
+		jsonName: fd.JSONName(),
 		wireType: wireType(fd.Kind()),
 	}
 	switch fd.Kind() {

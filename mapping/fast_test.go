@@ -362,14 +362,16 @@ func FuzzFastResult(f *testing.F) {
 	})
 }
 
-func TestIndexSpecial(t *testing.T) {
-	naive := func(s []byte) int {
+func TestScanPlain(t *testing.T) {
+	naive := func(s []byte) (int, bool) {
+		high := false
 		for i, c := range s {
 			if c < 0x20 || c == '"' || c == '\\' {
-				return i
+				return i, high
 			}
+			high = high || c >= 0x80
 		}
-		return len(s)
+		return len(s), high
 	}
 	r := rand.New(rand.NewPCG(11, 12))
 	for range 20000 {
@@ -380,8 +382,9 @@ func TestIndexSpecial(t *testing.T) {
 				s[i] = 'x'
 			}
 		}
-		if got, want := indexSpecial(s), naive(s); got != want {
-			t.Fatalf("%q: got %d, want %d", s, got, want)
+		got, gotHigh := scanPlain(s)
+		if want, wantHigh := naive(s); got != want || gotHigh != wantHigh {
+			t.Fatalf("%q: got %d %v, want %d %v", s, got, gotHigh, want, wantHigh)
 		}
 	}
 }
