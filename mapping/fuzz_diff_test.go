@@ -447,3 +447,59 @@ func TestResultWirePanic(t *testing.T) {
 		t.Fatalf("got %s and no error", out)
 	}
 }
+
+// TestFallbacksCounted: what the fast path leaves to the general path is
+// counted under its direction and reason.
+func TestFallbacksCounted(t *testing.T) {
+	c := NewCodec(richFile(t).Services().ByName("EchoService").Methods().ByName("EchoRich"), NewResolver(nil), Options{})
+	count := func(dir Direction, reason string) uint64 {
+		for _, f := range Fallbacks() {
+			if f.Direction == dir && f.Reason == reason {
+				return f.Count
+			}
+		}
+		return 0
+	}
+	tests := []struct {
+		name   string
+		dir    Direction
+		reason string
+		run    func(t *testing.T)
+	}{
+		{"time zone offset", DirRequest, "well-known-type", func(t *testing.T) {
+			if _, e := c.AppendRequest(nil, []byte(`{"createdAt":"2026-01-01T00:00:00+01:00"}`)); e != nil {
+				t.Fatal(e)
+			}
+		}},
+		{"unknown field", DirRequest, "field", func(t *testing.T) {
+			if _, e := c.AppendRequest(nil, []byte(`{"nope":1}`)); e == nil {
+				t.Fatal("got no error")
+			}
+		}},
+		{"int with a fraction", DirRequest, "number", func(t *testing.T) {
+			if _, e := c.AppendRequest(nil, []byte(`{"revision":"1.0"}`)); e != nil {
+				t.Fatal(e) // protojson takes it: 1
+			}
+		}},
+		{"Value NaN", DirResult, "range", func(t *testing.T) {
+			// attributes (4) {"a": number_value NaN}
+			v := protowire.AppendFixed64([]byte{2<<3 | 1}, math.Float64bits(math.NaN()))
+			entry := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("a"))
+			entry = protowire.AppendBytes(protowire.AppendTag(entry, 2, protowire.BytesType), v)
+			st := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), entry)
+			wire := protowire.AppendBytes(protowire.AppendTag(nil, 4, protowire.BytesType), st)
+			if _, err := c.AppendResultWire(nil, wire); err == nil {
+				t.Fatal("got no error") // protojson refuses NaN in a Value
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := count(tt.dir, tt.reason)
+			tt.run(t)
+			if got := count(tt.dir, tt.reason); got != before+1 {
+				t.Errorf("%s %s: count went from %d to %d, want +1", tt.dir, tt.reason, before, got)
+			}
+		})
+	}
+}
