@@ -1,6 +1,8 @@
 package mapping
 
 import (
+	"errors"
+
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -24,8 +26,10 @@ type Codec struct {
 	unmarshal protojson.UnmarshalOptions
 	marshal   protojson.MarshalOptions
 	// inPlan and outPlan are the fast paths between JSON and wire bytes,
-	// nil where the message types need the general path.
+	// nil where the message types need the general path; inWhy and outWhy
+	// then say why.
 	inPlan, outPlan *plan
+	inWhy, outWhy   string
 	// byPosition is set for unary methods, whose params may be an array
 	// (positional.go).
 	byPosition bool
@@ -44,13 +48,15 @@ func NewCodec(md protoreflect.MethodDescriptor, res Resolver, opts Options) *Cod
 		res:       res,
 		unmarshal: protojson.UnmarshalOptions{Resolver: res},
 		marshal:   protojson.MarshalOptions{Resolver: res, EmitUnpopulated: opts.EmitUnpopulated},
-		inPlan:    newPlan(md.Input()),
 		// Streaming methods keep their own rules for arrays: a client
 		// stream's array is its request messages (RequestElement).
 		byPosition: !md.IsStreamingClient() && !md.IsStreamingServer(),
 	}
-	if !opts.EmitUnpopulated {
-		c.outPlan = newPlan(md.Output())
+	c.inPlan, c.inWhy = newPlan(md.Input())
+	if opts.EmitUnpopulated {
+		c.outWhy = "results with unpopulated fields (emit_unpopulated)"
+	} else {
+		c.outPlan, c.outWhy = newPlan(md.Output())
 	}
 	return c
 }
@@ -62,16 +68,23 @@ func (c *Codec) AppendRequest(dst, params []byte) ([]byte, *Error) {
 	if len(params) == 0 {
 		return dst, nil
 	}
+	why := reasonType
 	if c.inPlan != nil {
-		if out, ok := c.inPlan.appendRequest(dst, params); ok {
+		var out []byte
+		var ok bool
+		if firstByte(params) == '[' {
+			if c.byPosition {
+				if out, ok, why = c.inPlan.appendPositional(dst, params); ok {
+					return out, nil
+				}
+			} else {
+				why = reasonSyntax
+			}
+		} else if out, ok, why = c.inPlan.appendRequestWhy(dst, params); ok {
 			return out, nil
 		}
-		if c.byPosition {
-			if out, ok := c.inPlan.appendPositional(dst, params); ok {
-				return out, nil
-			}
-		}
 	}
+	countFallback(dirRequest, why)
 	m, e := c.Request(params)
 	if e != nil {
 		return dst, e
@@ -86,16 +99,43 @@ func (c *Codec) AppendRequest(dst, params []byte) ([]byte, *Error) {
 // AppendResultWire appends to dst the protojson form of the response
 // message whose wire form is wire, as AppendResult would write it.
 func (c *Codec) AppendResultWire(dst, wire []byte) ([]byte, error) {
+	why := reasonType
 	if c.outPlan != nil {
-		if out, ok := c.outPlan.appendResult(dst, wire); ok {
+		var out []byte
+		var ok bool
+		if out, ok, why = c.outPlan.appendResultWhy(dst, wire); ok {
 			return out, nil
 		}
 	}
+	countFallback(dirResult, why)
 	m := c.out.New().Interface()
-	if err := (proto.UnmarshalOptions{Resolver: c.res}).Unmarshal(wire, m); err != nil {
+	if err := unmarshalWire(proto.UnmarshalOptions{Resolver: c.res}, wire, m); err != nil {
 		return dst, err
 	}
 	return c.marshal.MarshalAppend(dst, m)
+}
+
+// errBadWire is the error of wire bytes proto.Unmarshal panics on.
+var errBadWire = errors.New("mapping: malformed wire bytes")
+
+// unmarshalWire is opts.Unmarshal, with a panic turned into an error:
+// proto.Unmarshal (v1.36) panics on a map entry of a dynamicpb message
+// whose key field comes twice, the second time with the wrong wire type.
+func unmarshalWire(opts proto.UnmarshalOptions, wire []byte, m proto.Message) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = errBadWire
+		}
+	}()
+	return opts.Unmarshal(wire, m)
+}
+
+// FastPath says whether the fast path (wire bytes straight to and from JSON,
+// without protojson) covers the method's request and result types, and if
+// not, why. Inputs it covers may still be left to the general path; see
+// Fallbacks.
+func (c *Codec) FastPath() (request, result string) {
+	return c.inWhy, c.outWhy
 }
 
 // Request turns JSON-RPC params into the method's request message.

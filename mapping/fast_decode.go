@@ -1,9 +1,13 @@
 package mapping
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"math"
+	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -11,10 +15,46 @@ import (
 )
 
 // fastDecoder turns a JSON object into protobuf wire bytes following a
-// plan. Any method returning ok == false means "take the general path".
+// plan. Any method returning ok == false means "take the general path";
+// why says the reason. The wire bytes are written straight into dst: the
+// strings and bytes of the params are copied (and unescaped, or decoded
+// from base64) once, from the params into dst.
 type fastDecoder struct {
-	b []byte
-	i int
+	b   []byte
+	i   int
+	why reason
+	// keys and arena hold the map keys of the objects being read, for
+	// finding duplicates: a stack, each map object truncates them back.
+	keys  []keySpan
+	arena []byte
+}
+
+// keySpan is one map key in the arena.
+type keySpan struct{ start, end int32 }
+
+var decoders = sync.Pool{New: func() any { return new(fastDecoder) }}
+
+func getDecoder(b []byte) *fastDecoder {
+	d := decoders.Get().(*fastDecoder)
+	d.b, d.i, d.why = b, 0, reasonNone
+	d.keys, d.arena = d.keys[:0], d.arena[:0]
+	return d
+}
+
+func putDecoder(d *fastDecoder) {
+	d.b = nil
+	if cap(d.arena) > 64<<10 || cap(d.keys) > 4096 {
+		d.arena, d.keys = nil, nil
+	}
+	decoders.Put(d)
+}
+
+// fail records why the fast path gives up and returns false.
+func (d *fastDecoder) fail(r reason) bool {
+	if d.why == reasonNone {
+		d.why = r
+	}
+	return false
 }
 
 func (d *fastDecoder) space() {
@@ -39,19 +79,33 @@ func (d *fastDecoder) peek() byte {
 
 // appendRequest appends the wire form of the JSON object b (params) to dst.
 func (pl *plan) appendRequest(dst, b []byte) ([]byte, bool) {
-	d := fastDecoder{b: b}
+	out, ok, _ := pl.appendRequestWhy(dst, b)
+	return out, ok
+}
+
+// appendRequestWhy is appendRequest that also says why it gave up.
+func (pl *plan) appendRequestWhy(dst, b []byte) ([]byte, bool, reason) {
+	d := getDecoder(b)
+	defer putDecoder(d)
 	if d.peek() != '{' {
-		return dst, false
+		return dst, d.fail(reasonSyntax), d.why
 	}
 	dst, ok := d.object(pl, dst, 0)
-	d.space()
-	return dst, ok && d.i == len(d.b)
+	if ok {
+		if d.space(); d.i != len(d.b) {
+			ok = d.fail(reasonSyntax)
+		}
+	}
+	return dst, ok, d.why
 }
 
 // object reads the JSON object at d.i as a message of pl.
 func (d *fastDecoder) object(pl *plan, dst []byte, depth int) ([]byte, bool) {
 	if depth > maxFastDepth {
-		return dst, false
+		return dst, d.fail(reasonDepth)
+	}
+	if d.peek() != '{' {
+		return dst, d.fail(reasonValue)
 	}
 	d.i++ // '{'
 	var seen, oneofs bitset
@@ -59,27 +113,46 @@ func (d *fastDecoder) object(pl *plan, dst []byte, depth int) ([]byte, bool) {
 		d.i++
 		return dst, true
 	}
+	next := 0
 	for {
 		if d.peek() != '"' {
-			return dst, false
+			return dst, d.fail(reasonSyntax)
 		}
 		key, ok := d.plainString()
 		if !ok {
-			return dst, false
+			return dst, d.fail(reasonSyntax)
 		}
-		f := pl.byName[string(key)]
+		// Keys mostly come in declaration order: try the next field first.
+		var f *field
+		if next < len(pl.fields) && pl.fields[next].jsonName == string(key) {
+			f = &pl.fields[next]
+		} else {
+			f = pl.byName[string(key)]
+		}
 		if f == nil || seen.testAndSet(f.index) {
-			return dst, false
+			return dst, d.fail(reasonField)
 		}
-		if f.oneof >= 0 && oneofs.testAndSet(f.oneof) {
-			return dst, false
-		}
+		next = f.index + 1
 		if d.peek() != ':' {
-			return dst, false
+			return dst, d.fail(reasonSyntax)
 		}
 		d.i++
-		if dst, ok = d.fieldValue(f, dst, depth); !ok {
-			return dst, false
+		// JSON null leaves a field unset (protojson does not count it
+		// as a oneof's member), but for Value and NullValue it is a value.
+		if d.peek() == 'n' && !(f.nullable && !f.list) {
+			if !d.literal("null") {
+				return dst, d.fail(reasonSyntax)
+			}
+			if f.nullable { // a list of Value or NullValue: protojson wants an array
+				return dst, d.fail(reasonValue)
+			}
+		} else {
+			if f.oneof >= 0 && oneofs.testAndSet(f.oneof) {
+				return dst, d.fail(reasonField)
+			}
+			if dst, ok = d.fieldValue(f, dst, depth); !ok {
+				return dst, false
+			}
 		}
 		switch d.peek() {
 		case ',':
@@ -88,21 +161,20 @@ func (d *fastDecoder) object(pl *plan, dst []byte, depth int) ([]byte, bool) {
 			d.i++
 			return dst, true
 		default:
-			return dst, false
+			return dst, d.fail(reasonSyntax)
 		}
 	}
 }
 
 func (d *fastDecoder) fieldValue(f *field, dst []byte, depth int) ([]byte, bool) {
-	c := d.peek()
-	if c == 'n' { // null has its own protojson rules
-		return dst, false
+	if f.isMap {
+		return d.mapObject(f, dst, depth)
 	}
 	if !f.list {
 		return d.singular(f, dst, depth, !f.presence)
 	}
-	if c != '[' {
-		return dst, false
+	if d.peek() != '[' {
+		return dst, d.fail(reasonValue)
 	}
 	d.i++
 	if d.peek() == ']' {
@@ -110,8 +182,8 @@ func (d *fastDecoder) fieldValue(f *field, dst []byte, depth int) ([]byte, bool)
 		return dst, true
 	}
 	for {
-		if d.peek() == 'n' {
-			return dst, false
+		if d.peek() == 'n' && !f.nullable {
+			return dst, d.fail(reasonValue)
 		}
 		var ok bool
 		if dst, ok = d.singular(f, dst, depth, false); !ok {
@@ -124,9 +196,158 @@ func (d *fastDecoder) fieldValue(f *field, dst []byte, depth int) ([]byte, bool)
 			d.i++
 			return dst, true
 		default:
-			return dst, false
+			return dst, d.fail(reasonSyntax)
 		}
 	}
+}
+
+// mapObject reads the JSON object at d.i as the entries of the map field f.
+func (d *fastDecoder) mapObject(f *field, dst []byte, depth int) ([]byte, bool) {
+	if d.peek() != '{' {
+		return dst, d.fail(reasonValue)
+	}
+	d.i++
+	mark := len(d.keys)
+	if d.peek() == '}' {
+		d.i++
+		return dst, true
+	}
+	for {
+		if d.peek() != '"' {
+			return dst, d.fail(reasonSyntax)
+		}
+		dst = protowire.AppendTag(dst, f.num, protowire.BytesType)
+		lenAt := len(dst)
+		dst = append(dst, 0)
+		var ok bool
+		if dst, ok = d.mapKey(f.mapKey, dst); !ok {
+			return dst, false
+		}
+		if d.peek() != ':' {
+			return dst, d.fail(reasonSyntax)
+		}
+		d.i++
+		if d.peek() == 'n' && !f.mapVal.nullable {
+			return dst, d.fail(reasonValue)
+		}
+		if dst, ok = d.singular(f.mapVal, dst, depth, false); !ok {
+			return dst, false
+		}
+		dst = backpatchLength(dst, lenAt)
+		switch d.peek() {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			return dst, d.uniqueKeys(mark)
+		default:
+			return dst, d.fail(reasonSyntax)
+		}
+	}
+}
+
+// mapKey reads a JSON object key as the key field k of a map entry,
+// appends it with its tag and records it for uniqueKeys. Keys are read as
+// protojson reads them: strconv for integers, "true" and "false" for bools.
+func (d *fastDecoder) mapKey(k *field, dst []byte) ([]byte, bool) {
+	mark := len(d.arena)
+	var ok bool
+	if d.arena, ok = d.appendString(d.arena); !ok {
+		return dst, false
+	}
+	key := d.arena[mark:]
+	var v uint64
+	switch k.kind {
+	case protoreflect.StringKind:
+		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, key)
+		d.keys = append(d.keys, keySpan{int32(mark), int32(len(d.arena))})
+		return dst, true
+	case protoreflect.BoolKind:
+		switch string(key) {
+		case "true":
+			v = 1
+		case "false":
+		default:
+			return dst, d.fail(reasonMapKey)
+		}
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind,
+		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		bits := 64
+		if k.wireType == protowire.Fixed32Type || k.kind == protoreflect.Int32Kind || k.kind == protoreflect.Sint32Kind {
+			bits = 32
+		}
+		n, err := strconv.ParseInt(string(key), 10, bits)
+		if err != nil {
+			return dst, d.fail(reasonMapKey)
+		}
+		v = uint64(n)
+	default: // unsigned
+		bits := 64
+		if k.kind == protoreflect.Uint32Kind || k.kind == protoreflect.Fixed32Kind {
+			bits = 32
+		}
+		n, err := strconv.ParseUint(string(key), 10, bits)
+		if err != nil {
+			return dst, d.fail(reasonMapKey)
+		}
+		v = n
+	}
+	// The key's value, not its text ("07" and "7" are the same key).
+	d.arena = binary.BigEndian.AppendUint64(d.arena[:mark], v)
+	d.keys = append(d.keys, keySpan{int32(mark), int32(len(d.arena))})
+	dst = protowire.AppendTag(dst, 1, k.wireType)
+	switch k.kind {
+	case protoreflect.Sint32Kind, protoreflect.Sint64Kind:
+		dst = protowire.AppendVarint(dst, protowire.EncodeZigZag(int64(v)))
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind:
+		dst = protowire.AppendFixed32(dst, uint32(v))
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind:
+		dst = protowire.AppendFixed64(dst, v)
+	case protoreflect.Int32Kind:
+		dst = protowire.AppendVarint(dst, uint64(int64(int32(v))))
+	default:
+		dst = protowire.AppendVarint(dst, v)
+	}
+	return dst, true
+}
+
+// uniqueKeys checks that the keys recorded since mark are all different
+// (protojson refuses a map key given twice), and drops them.
+func (d *fastDecoder) uniqueKeys(mark int) bool {
+	keys := d.keys[mark:]
+	ok := true
+	if len(keys) <= 16 {
+	outer:
+		for i := 1; i < len(keys); i++ {
+			ki := d.arena[keys[i].start:keys[i].end]
+			for j := range i {
+				if bytes.Equal(ki, d.arena[keys[j].start:keys[j].end]) {
+					ok = false
+					break outer
+				}
+			}
+		}
+	} else {
+		arena := d.arena
+		slices.SortFunc(keys, func(a, b keySpan) int {
+			return bytes.Compare(arena[a.start:a.end], arena[b.start:b.end])
+		})
+		for i := 1; i < len(keys); i++ {
+			if bytes.Equal(arena[keys[i].start:keys[i].end], arena[keys[i-1].start:keys[i-1].end]) {
+				ok = false
+				break
+			}
+		}
+	}
+	if mark < len(d.keys) {
+		d.arena = d.arena[:d.keys[mark].start]
+	}
+	d.keys = d.keys[:mark]
+	if !ok {
+		return d.fail(reasonMapKey)
+	}
+	return true
 }
 
 // singular appends one value of f with its tag. When skipZero is set (a
@@ -137,33 +358,35 @@ func (d *fastDecoder) singular(f *field, dst []byte, depth int, skipZero bool) (
 	var zero, ok bool
 	switch f.kind {
 	case protoreflect.MessageKind:
-		if d.peek() != '{' {
-			return dst, false
-		}
 		mark := len(dst)
 		dst = append(dst, 0) // one length byte, widened below if needed
-		if dst, ok = d.object(f.msg, dst, depth+1); !ok {
+		if f.msg.wkt != wktNone {
+			dst, ok = d.wellKnown(f.msg, dst, depth+1)
+		} else {
+			dst, ok = d.object(f.msg, dst, depth+1)
+		}
+		if !ok {
 			return dst, false
 		}
 		return backpatchLength(dst, mark), true
 	case protoreflect.StringKind:
-		var s []byte
-		if s, ok = d.stringValue(); !ok {
+		if d.peek() != '"' {
+			return dst, d.fail(reasonValue)
+		}
+		mark := len(dst)
+		if dst, ok = d.appendStringField(dst); !ok {
 			return dst, false
 		}
-		zero = len(s) == 0
-		dst = protowire.AppendBytes(dst, s)
+		zero = len(dst) == mark+1
 	case protoreflect.BytesKind:
-		var s []byte
-		if s, ok = d.stringValue(); !ok {
+		if d.peek() != '"' {
+			return dst, d.fail(reasonValue)
+		}
+		mark := len(dst)
+		if dst, ok = d.appendBytesField(dst); !ok {
 			return dst, false
 		}
-		var raw []byte
-		if raw, ok = decodeBase64(s); !ok {
-			return dst, false
-		}
-		zero = len(raw) == 0
-		dst = protowire.AppendBytes(dst, raw)
+		zero = len(dst) == mark+1
 	case protoreflect.BoolKind:
 		switch {
 		case d.literal("true"):
@@ -172,18 +395,11 @@ func (d *fastDecoder) singular(f *field, dst []byte, depth int, skipZero bool) (
 			zero = true
 			dst = append(dst, 0)
 		default:
-			return dst, false
+			return dst, d.fail(reasonValue)
 		}
 	case protoreflect.EnumKind:
-		var name []byte
-		if d.peek() != '"' {
-			return dst, false
-		}
-		if name, ok = d.plainString(); !ok {
-			return dst, false
-		}
-		n, known := f.enum.byName[string(name)]
-		if !known {
+		var n int32
+		if n, ok = d.enum(f.enum); !ok {
 			return dst, false
 		}
 		zero = n == 0
@@ -210,6 +426,42 @@ func (d *fastDecoder) singular(f *field, dst []byte, depth int, skipZero bool) (
 	return dst, true
 }
 
+// enum reads an enum value: a name, a number (open enums only), or null
+// for google.protobuf.NullValue.
+func (d *fastDecoder) enum(e *enumPlan) (int32, bool) {
+	switch c := d.peek(); {
+	case c == '"':
+		name, ok := d.plainString()
+		if !ok {
+			return 0, d.fail(reasonEnum)
+		}
+		n, known := e.byName[string(name)]
+		if !known {
+			return 0, d.fail(reasonEnum)
+		}
+		return n, true
+	case c == 'n' && e.null:
+		if !d.literal("null") {
+			return 0, d.fail(reasonSyntax)
+		}
+		return 0, true
+	case c == '-' || c >= '0' && c <= '9':
+		if e.closed {
+			return 0, d.fail(reasonEnum)
+		}
+		tok, ok := d.number()
+		if !ok {
+			return 0, d.fail(reasonNumber)
+		}
+		n, err := strconv.ParseInt(string(tok), 10, 32)
+		if err != nil {
+			return 0, d.fail(reasonNumber)
+		}
+		return int32(n), true
+	}
+	return 0, d.fail(reasonValue)
+}
+
 // backpatchLength writes the length of dst[mark+1:] as a varint at
 // dst[mark], moving the bytes after it when the varint needs more room.
 func backpatchLength(dst []byte, mark int) []byte {
@@ -225,6 +477,19 @@ func backpatchLength(dst []byte, mark int) []byte {
 	return dst
 }
 
+// finishLength completes a length-delimited value whose content of n bytes
+// was written at dst[mark+room:], room bytes after a reserved length
+// prefix at dst[mark:]: it writes the length there, moving the content
+// down when its varint is shorter than room.
+func finishLength(dst []byte, mark, room, n int) []byte {
+	size := protowire.SizeVarint(uint64(n))
+	if size < room {
+		copy(dst[mark+size:], dst[mark+room:mark+room+n])
+	}
+	protowire.AppendVarint(dst[:mark], uint64(n))
+	return dst[:mark+size+n]
+}
+
 func (d *fastDecoder) literal(s string) bool {
 	if len(d.b)-d.i >= len(s) && string(d.b[d.i:d.i+len(s)]) == s {
 		d.i += len(s)
@@ -236,104 +501,195 @@ func (d *fastDecoder) literal(s string) bool {
 // plainString reads a JSON string without escapes and returns its bytes.
 func (d *fastDecoder) plainString() ([]byte, bool) {
 	start := d.i + 1
-	for j := start; j < len(d.b); j++ {
-		switch c := d.b[j]; {
-		case c == '"':
-			d.i = j + 1
-			return d.b[start:j], utf8.Valid(d.b[start:j])
-		case c == '\\' || c < 0x20:
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
-// stringValue reads a JSON string, decoding simple escapes. Escapes of
-// UTF-16 surrogates, control characters and invalid UTF-8 take the
-// general path.
-func (d *fastDecoder) stringValue() ([]byte, bool) {
-	if d.peek() != '"' {
+	if start > len(d.b) {
 		return nil, false
 	}
-	start := d.i + 1
-	j := start
-	for j < len(d.b) && d.b[j] != '"' && d.b[j] != '\\' && d.b[j] >= 0x20 {
-		j++
+	k, nonASCII := scanPlain(d.b[start:])
+	j := start + k
+	if j >= len(d.b) || d.b[j] != '"' {
+		return nil, false
 	}
-	if j < len(d.b) && d.b[j] == '"' {
-		d.i = j + 1
-		s := d.b[start:j]
-		return s, utf8.Valid(s)
+	s := d.b[start:j]
+	if nonASCII && !utf8.Valid(s) {
+		return nil, false
 	}
-	// Slow lane of the fast path: unescape into a new slice.
-	out := append([]byte(nil), d.b[start:j]...)
-	for j < len(d.b) {
-		c := d.b[j]
-		switch {
-		case c == '"':
-			d.i = j + 1
-			return out, utf8.Valid(out)
-		case c < 0x20:
-			return nil, false
-		case c != '\\':
-			out = append(out, c)
-			j++
-			continue
+	d.i = j + 1
+	return s, true
+}
+
+// strEnd finds the end of the JSON string whose opening quote is at d.i:
+// it returns the index of the closing quote and whether there are escapes
+// in between. Control characters and invalid UTF-8 fail, as in protojson.
+func (d *fastDecoder) strEnd() (int, bool, bool) {
+	b := d.b
+	j := d.i + 1
+	escapes, nonASCII := false, false
+	for j < len(b) {
+		k, na := scanPlain(b[j:])
+		j += k
+		nonASCII = nonASCII || na
+		if j >= len(b) {
+			break
 		}
-		if j+1 >= len(d.b) {
-			return nil, false
+		c := b[j]
+		if c == '"' {
+			// Escapes are ASCII (unescape refuses any other), so the raw
+			// string is valid UTF-8 if and only if the unescaped one is.
+			if nonASCII && !utf8.Valid(b[d.i+1:j]) {
+				return 0, false, d.fail(reasonValue)
+			}
+			return j, escapes, true
 		}
-		switch e := d.b[j+1]; e {
+		if c < 0x20 {
+			return 0, false, d.fail(reasonValue)
+		}
+		escapes = true // c == '\\'
+		j += 2
+	}
+	return 0, false, d.fail(reasonSyntax)
+}
+
+// appendString appends the content of the JSON string at d.i to dst,
+// unescaped as protojson does (surrogate pairs included), without its
+// quotes.
+func (d *fastDecoder) appendString(dst []byte) ([]byte, bool) {
+	end, escapes, ok := d.strEnd()
+	if !ok {
+		return dst, false
+	}
+	raw := d.b[d.i+1 : end]
+	d.i = end + 1
+	if !escapes {
+		return append(dst, raw...), true
+	}
+	return d.unescape(dst, raw)
+}
+
+// appendStringField appends the JSON string at d.i to dst as a
+// length-delimited value (its tag is already written).
+func (d *fastDecoder) appendStringField(dst []byte) ([]byte, bool) {
+	end, escapes, ok := d.strEnd()
+	if !ok {
+		return dst, false
+	}
+	raw := d.b[d.i+1 : end]
+	d.i = end + 1
+	if !escapes {
+		return protowire.AppendBytes(dst, raw), true
+	}
+	// The unescaped string is no longer than raw: reserve raw's length
+	// prefix, unescape in place, then fix the prefix.
+	mark := len(dst)
+	room := protowire.SizeVarint(uint64(len(raw)))
+	dst = append(dst, make([]byte, room)...)
+	if dst, ok = d.unescape(dst, raw); !ok {
+		return dst, false
+	}
+	return finishLength(dst, mark, room, len(dst)-mark-room), true
+}
+
+// appendBytesField appends the base64 JSON string at d.i to dst, decoded,
+// as a length-delimited value (its tag is already written). It decodes as
+// protojson does: standard or URL alphabet, with or without padding.
+func (d *fastDecoder) appendBytesField(dst []byte) ([]byte, bool) {
+	end, escapes, ok := d.strEnd()
+	if !ok {
+		return dst, false
+	}
+	s := d.b[d.i+1 : end]
+	d.i = end + 1
+	arenaMark := len(d.arena)
+	if escapes { // "\/" as PHP writes it, for one
+		if d.arena, ok = d.unescape(d.arena, s); !ok {
+			return dst, false
+		}
+		s = d.arena[arenaMark:]
+	}
+	enc := base64Encodings[0]
+	if bytes.IndexByte(s, '-') >= 0 || bytes.IndexByte(s, '_') >= 0 {
+		enc = base64Encodings[1]
+	}
+	if len(s)%4 != 0 {
+		enc = base64Encodings[2+boolInt(enc == base64Encodings[1])]
+	}
+	maxLen := enc.DecodedLen(len(s))
+	mark := len(dst)
+	room := protowire.SizeVarint(uint64(maxLen))
+	dst = slices.Grow(dst, room+maxLen)[:mark+room+maxLen]
+	n, err := enc.Decode(dst[mark+room:], s)
+	d.arena = d.arena[:arenaMark]
+	if err != nil {
+		return dst[:mark], d.fail(reasonValue)
+	}
+	return finishLength(dst, mark, room, n), true
+}
+
+// base64Encodings are the alphabets protojson reads bytes in: standard,
+// URL, and both without padding.
+var base64Encodings = [4]*base64.Encoding{
+	base64.StdEncoding, base64.URLEncoding,
+	base64.StdEncoding.WithPadding(base64.NoPadding), base64.URLEncoding.WithPadding(base64.NoPadding),
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// unescape appends the JSON string content raw (between its quotes,
+// already checked by strEnd) to dst, decoding its escapes as protojson
+// does.
+func (d *fastDecoder) unescape(dst, raw []byte) ([]byte, bool) {
+	for j := 0; j < len(raw); {
+		k := bytes.IndexByte(raw[j:], '\\')
+		if k < 0 {
+			return append(dst, raw[j:]...), true
+		}
+		dst = append(dst, raw[j:j+k]...)
+		j += k
+		if j+1 >= len(raw) {
+			return dst, d.fail(reasonSyntax)
+		}
+		switch e := raw[j+1]; e {
 		case '"', '\\', '/':
-			out = append(out, e)
+			dst = append(dst, e)
 		case 'b':
-			out = append(out, '\b')
+			dst = append(dst, '\b')
 		case 'f':
-			out = append(out, '\f')
+			dst = append(dst, '\f')
 		case 'n':
-			out = append(out, '\n')
+			dst = append(dst, '\n')
 		case 'r':
-			out = append(out, '\r')
+			dst = append(dst, '\r')
 		case 't':
-			out = append(out, '\t')
+			dst = append(dst, '\t')
 		case 'u':
-			if len(d.b)-j < 6 {
-				return nil, false
+			r, ok := hex4(raw, j+2)
+			if !ok {
+				return dst, d.fail(reasonValue)
 			}
-			r, err := strconv.ParseUint(string(d.b[j+2:j+6]), 16, 16)
-			if err != nil || (r >= 0xD800 && r < 0xE000) {
-				return nil, false
-			}
-			out = utf8.AppendRune(out, rune(r))
 			j += 6
+			if r >= 0xD800 && r < 0xE000 { // a surrogate: a pair, or protojson refuses it
+				lo, ok := rune(0), false
+				if r < 0xDC00 && j+1 < len(raw) && raw[j] == '\\' && raw[j+1] == 'u' {
+					lo, ok = hex4(raw, j+2)
+				}
+				if !ok || lo < 0xDC00 || lo >= 0xE000 {
+					return dst, d.fail(reasonValue)
+				}
+				r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
+				j += 6
+			}
+			dst = utf8.AppendRune(dst, r)
 			continue
 		default:
-			return nil, false
+			return dst, d.fail(reasonValue)
 		}
 		j += 2
 	}
-	return nil, false
-}
-
-// decodeBase64 decodes s as protojson does: standard or URL alphabet, with
-// or without padding.
-func decodeBase64(s []byte) ([]byte, bool) {
-	enc := base64.StdEncoding
-	for _, c := range s {
-		if c == '-' || c == '_' {
-			enc = base64.URLEncoding
-			break
-		}
-	}
-	if len(s)%4 != 0 {
-		enc = enc.WithPadding(base64.NoPadding)
-	}
-	out := make([]byte, enc.DecodedLen(len(s)))
-	n, err := enc.Decode(out, s)
-	if err != nil {
-		return nil, false
-	}
-	return out[:n], true
+	return dst, true
 }
 
 // number reads a JSON number token, bare or inside a string, and returns
@@ -388,20 +744,41 @@ func (d *fastDecoder) number() ([]byte, bool) {
 			return nil, false
 		}
 		j++
+	} else if j < len(d.b) && !isDelimiter(d.b[j]) {
+		return nil, false // 1x, 01
 	}
 	d.i = j
 	return tok, true
 }
 
-// float reads a JSON number as a float or double. Strings ("NaN", "1.5")
-// and values out of range take the general path.
+// isDelimiter reports whether c may follow a bare JSON number.
+func isDelimiter(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', ',', '}', ']':
+		return true
+	}
+	return false
+}
+
+// float reads a float or double: a JSON number, a number in a string, or
+// "NaN", "Infinity" and "-Infinity", as protojson reads them. Values out
+// of range take the general path.
 func (d *fastDecoder) float(is32 bool) (float64, bool) {
 	if d.peek() == '"' {
-		return 0, false
+		switch {
+		case d.literal(`"NaN"`):
+			return math.NaN(), true
+		case d.literal(`"Infinity"`):
+			return math.Inf(1), true
+		case d.literal(`"-Infinity"`):
+			return math.Inf(-1), true
+		}
+	} else if c := d.peek(); c != '-' && (c < '0' || c > '9') {
+		return 0, d.fail(reasonValue)
 	}
 	tok, ok := d.number()
 	if !ok {
-		return 0, false
+		return 0, d.fail(reasonNumber)
 	}
 	bits := 64
 	if is32 {
@@ -409,7 +786,7 @@ func (d *fastDecoder) float(is32 bool) (float64, bool) {
 	}
 	v, err := strconv.ParseFloat(string(tok), bits)
 	if err != nil || math.IsInf(v, 0) {
-		return 0, false
+		return 0, d.fail(reasonNumber)
 	}
 	return v, true
 }
@@ -417,13 +794,16 @@ func (d *fastDecoder) float(is32 bool) (float64, bool) {
 // integer reads an integer of kind k, bare or as a string, and appends its
 // wire form. Fractions and exponents take the general path.
 func (d *fastDecoder) integer(k protoreflect.Kind, dst []byte) ([]byte, bool, bool) {
+	if c := d.peek(); c != '"' && c != '-' && (c < '0' || c > '9') {
+		return dst, false, d.fail(reasonValue)
+	}
 	tok, ok := d.number()
 	if !ok {
-		return dst, false, false
+		return dst, false, d.fail(reasonNumber)
 	}
 	for _, c := range tok {
 		if c == '.' || c == 'e' || c == 'E' {
-			return dst, false, false
+			return dst, false, d.fail(reasonNumber)
 		}
 	}
 	s := string(tok)
@@ -431,7 +811,7 @@ func (d *fastDecoder) integer(k protoreflect.Kind, dst []byte) ([]byte, bool, bo
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
 		v, err := strconv.ParseInt(s, 10, 32)
 		if err != nil {
-			return dst, false, false
+			return dst, false, d.fail(reasonNumber)
 		}
 		switch k {
 		case protoreflect.Int32Kind:
@@ -445,7 +825,7 @@ func (d *fastDecoder) integer(k protoreflect.Kind, dst []byte) ([]byte, bool, bo
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return dst, false, false
+			return dst, false, d.fail(reasonNumber)
 		}
 		switch k {
 		case protoreflect.Int64Kind:
@@ -459,7 +839,7 @@ func (d *fastDecoder) integer(k protoreflect.Kind, dst []byte) ([]byte, bool, bo
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
 		v, err := strconv.ParseUint(s, 10, 32)
 		if err != nil {
-			return dst, false, false
+			return dst, false, d.fail(reasonNumber)
 		}
 		if k == protoreflect.Uint32Kind {
 			dst = protowire.AppendVarint(dst, v)
@@ -470,7 +850,7 @@ func (d *fastDecoder) integer(k protoreflect.Kind, dst []byte) ([]byte, bool, bo
 	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return dst, false, false
+			return dst, false, d.fail(reasonNumber)
 		}
 		if k == protoreflect.Uint64Kind {
 			dst = protowire.AppendVarint(dst, v)
@@ -479,5 +859,5 @@ func (d *fastDecoder) integer(k protoreflect.Kind, dst []byte) ([]byte, bool, bo
 		}
 		return dst, v == 0, true
 	}
-	return dst, false, false
+	return dst, false, d.fail(reasonValue)
 }

@@ -23,6 +23,11 @@ const fastProto = `
 syntax = "proto3";
 package fast;
 import "google/protobuf/timestamp.proto";
+import "google/protobuf/any.proto";
+import "google/protobuf/duration.proto";
+import "google/protobuf/struct.proto";
+import "google/protobuf/wrappers.proto";
+import "google/protobuf/empty.proto";
 enum Color { COLOR_UNSPECIFIED = 0; RED = 1; GREEN = 2; }
 message Inner { string name = 1; int64 big = 2; repeated Inner kids = 3; }
 message Plain {
@@ -35,7 +40,21 @@ message Plain {
   optional int32 opt_i32 = 28; optional string opt_s = 29; Plain self = 30; repeated sint32 r_s32 = 31;
   repeated fixed32 r_fx32 = 32; repeated float r_f = 33;
 }
-message Fancy { map<string, int32> m = 1; google.protobuf.Timestamp ts = 2; }
+message Fancy {
+  map<string, int32> m = 1; google.protobuf.Timestamp ts = 2; google.protobuf.Duration dur = 3;
+  google.protobuf.Struct st = 4; google.protobuf.Value val = 5; google.protobuf.ListValue lv = 6;
+  google.protobuf.NullValue nv = 7; google.protobuf.Empty empty = 8;
+  google.protobuf.BoolValue w_bool = 9; google.protobuf.Int32Value w_i32 = 10; google.protobuf.Int64Value w_i64 = 11;
+  google.protobuf.UInt32Value w_u32 = 12; google.protobuf.UInt64Value w_u64 = 13; google.protobuf.FloatValue w_f = 14;
+  google.protobuf.DoubleValue w_d = 15; google.protobuf.StringValue w_s = 16; google.protobuf.BytesValue w_by = 17;
+  map<int32, Inner> m_i32 = 18; map<bool, string> m_bool = 19; map<sint64, int64> m_s64 = 20; map<uint32, Color> m_u32 = 21;
+  map<string, google.protobuf.Value> m_val = 22; map<fixed64, bytes> m_fx64 = 23; map<sfixed32, double> m_sf32 = 24;
+  map<string, google.protobuf.Timestamp> m_ts = 25; repeated google.protobuf.Timestamp r_ts = 26;
+  repeated google.protobuf.Value r_val = 27; repeated google.protobuf.Int64Value r_w_i64 = 28; repeated google.protobuf.NullValue r_nv = 29;
+  oneof pick { google.protobuf.Value o_val = 30; google.protobuf.NullValue o_nv = 31; google.protobuf.Duration o_dur = 32; }
+  map<string, Fancy> m_self = 33; Plain plain = 34;
+}
+message WithAny { google.protobuf.Any a = 1; }
 `
 
 func compileFast(t testing.TB) protoreflect.FileDescriptor {
@@ -50,13 +69,21 @@ func compileFast(t testing.TB) protoreflect.FileDescriptor {
 	return files[0]
 }
 
+// planOf is newPlan without the reason.
+func planOf(md protoreflect.MessageDescriptor) *plan {
+	pl, _ := newPlan(md)
+	return pl
+}
+
 func TestFastPlanEligibility(t *testing.T) {
 	fd := compileFast(t)
-	if newPlan(fd.Messages().ByName("Plain")) == nil {
-		t.Error("Plain: got no plan, want one")
+	for _, name := range []protoreflect.Name{"Plain", "Fancy"} {
+		if pl, why := newPlan(fd.Messages().ByName(name)); pl == nil {
+			t.Errorf("%s: got no plan (%s), want one", name, why)
+		}
 	}
-	if newPlan(fd.Messages().ByName("Fancy")) != nil {
-		t.Error("Fancy: got a plan, want none (maps and well-known types)")
+	if pl, why := newPlan(fd.Messages().ByName("WithAny")); pl != nil || why == "" {
+		t.Errorf("WithAny: got plan %v, reason %q, want none and a reason (Any)", pl != nil, why)
 	}
 }
 
@@ -102,7 +129,7 @@ func checkRequest(t testing.TB, md protoreflect.MessageDescriptor, pl *plan, par
 
 func TestFastRequest(t *testing.T) {
 	md := compileFast(t).Messages().ByName("Plain")
-	pl := newPlan(md)
+	pl := planOf(md)
 	tests := []struct {
 		name   string
 		params string
@@ -125,14 +152,18 @@ func TestFastRequest(t *testing.T) {
 		{"duplicate", `{"i32":1,"i32":2}`, false},
 		{"json and proto name", `{"rI64":[],"r_i64":[]}`, false},
 		{"two oneof members", `{"oS":"a","oI32":1}`, false},
-		{"null", `{"s":null}`, false},
+		{"null", `{"s":null}`, true},
+		{"null oneof member", `{"oS":null,"oI32":1}`, true},
 		{"int as float", `{"i32":1.0}`, false},
 		{"int exponent", `{"i32":1e2}`, false},
 		{"int32 overflow", `{"i32":2147483648}`, false},
 		{"uint negative", `{"u32":-1}`, false},
 		{"float overflow", `{"f":1e39}`, false},
-		{"double NaN string", `{"d":"NaN"}`, false},
-		{"enum number", `{"color":1}`, false},
+		{"double NaN string", `{"d":"NaN","f":"-Infinity"}`, true},
+		{"double as string", `{"d":"1.5e3"}`, true},
+		{"enum number", `{"color":1}`, true},
+		{"enum unknown number", `{"color":7}`, true},
+		{"enum number as string", `{"color":"1"}`, false},
 		{"enum unknown", `{"color":"BLUE"}`, false},
 		{"bad base64", `{"by":"!!"}`, false},
 		{"wrong type", `{"s":1}`, false},
@@ -224,7 +255,7 @@ func randomScalar(r *rand.Rand, fd protoreflect.FieldDescriptor) protoreflect.Va
 
 func TestFastResultMatchesProtojson(t *testing.T) {
 	md := compileFast(t).Messages().ByName("Plain")
-	pl := newPlan(md)
+	pl := planOf(md)
 	r := rand.New(rand.NewPCG(1, 2))
 	fastCount := 0
 	for i := range 3000 {
@@ -273,7 +304,7 @@ func checkResult(t testing.TB, md protoreflect.MessageDescriptor, pl *plan, wire
 
 func TestFastResultEdgeCases(t *testing.T) {
 	md := compileFast(t).Messages().ByName("Plain")
-	pl := newPlan(md)
+	pl := planOf(md)
 	tests := []struct {
 		name string
 		wire []byte
@@ -304,7 +335,7 @@ func TestFastResultEdgeCases(t *testing.T) {
 
 func FuzzFastRequest(f *testing.F) {
 	md := compileFast(f).Messages().ByName("Plain")
-	pl := newPlan(md)
+	pl := planOf(md)
 	byPos := plainCodec(f) // the same message as a unary method's request, for params by position
 	for _, s := range []string{`{}`, `{"i32":1,"s":"x","inner":{"kids":[{}]}}`, `{"rD":[1e5,-0.0],"by":"AQ=="}`, `{"oS":"a"}`,
 		`[]`, `[1, 2, 3]`, `[null, null, 3, "4", 5]`, `[` + strings.Repeat("null,", 16) + `{"kids": [{}]}]`, `[` + strings.Repeat("null,", 24) + `"a", {}]`} {
@@ -318,7 +349,7 @@ func FuzzFastRequest(f *testing.F) {
 
 func FuzzFastResult(f *testing.F) {
 	md := compileFast(f).Messages().ByName("Plain")
-	pl := newPlan(md)
+	pl := planOf(md)
 	r := rand.New(rand.NewPCG(3, 4))
 	for range 20 {
 		m := dynamicpb.NewMessage(md)
@@ -329,4 +360,31 @@ func FuzzFastResult(f *testing.F) {
 	f.Fuzz(func(t *testing.T, wire []byte) {
 		checkResult(t, md, pl, wire)
 	})
+}
+
+func TestScanPlain(t *testing.T) {
+	naive := func(s []byte) (int, bool) {
+		high := false
+		for i, c := range s {
+			if c < 0x20 || c == '"' || c == '\\' {
+				return i, high
+			}
+			high = high || c >= 0x80
+		}
+		return len(s), high
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for range 20000 {
+		s := make([]byte, r.IntN(40))
+		for i := range s {
+			s[i] = []byte{'a', 0x1f, 0x20, '"', '\\', 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xff, 0x00, 0xa2, 0xdc}[r.IntN(14)]
+			if r.IntN(3) > 0 {
+				s[i] = 'x'
+			}
+		}
+		got, gotHigh := scanPlain(s)
+		if want, wantHigh := naive(s); got != want || gotHigh != wantHigh {
+			t.Fatalf("%q: got %d %v, want %d %v", s, got, gotHigh, want, wantHigh)
+		}
+	}
 }

@@ -154,13 +154,14 @@ func appendJSONName(dst []byte, fd protoreflect.FieldDescriptor) []byte {
 }
 
 // appendPositional appends the wire form of the params array b to dst, for
-// the plan of a unary method's request message. It gives up (ok == false)
-// wherever the general path would refuse b or where the fast path gives up
-// on the value of a field by name.
-func (pl *plan) appendPositional(dst, b []byte) ([]byte, bool) {
-	d := fastDecoder{b: b}
+// the plan of a unary method's request message. It gives up (ok == false,
+// with the reason) wherever the general path would refuse b or where the
+// fast path gives up on the value of a field by name.
+func (pl *plan) appendPositional(dst, b []byte) ([]byte, bool, reason) {
+	d := getDecoder(b)
+	defer putDecoder(d)
 	if d.peek() != '[' {
-		return dst, false
+		return dst, d.fail(reasonSyntax), d.why
 	}
 	d.i++
 	var oneofs bitset
@@ -169,20 +170,20 @@ func (pl *plan) appendPositional(dst, b []byte) ([]byte, bool) {
 	} else {
 		for i := 0; ; i++ {
 			if i >= len(pl.fields) {
-				return dst, false
+				return dst, d.fail(reasonField), d.why
 			}
 			f := &pl.fields[i]
 			if d.peek() == 'n' {
 				if !d.literal("null") {
-					return dst, false
+					return dst, d.fail(reasonSyntax), d.why
 				}
 			} else {
 				if f.oneof >= 0 && oneofs.testAndSet(f.oneof) {
-					return dst, false
+					return dst, d.fail(reasonField), d.why
 				}
 				var ok bool
 				if dst, ok = d.fieldValue(f, dst, 0); !ok {
-					return dst, false
+					return dst, false, d.why
 				}
 			}
 			c := d.peek()
@@ -191,11 +192,14 @@ func (pl *plan) appendPositional(dst, b []byte) ([]byte, bool) {
 				break
 			}
 			if c != ',' {
-				return dst, false
+				return dst, d.fail(reasonSyntax), d.why
 			}
 			d.i++
 		}
 	}
 	d.space()
-	return dst, d.i == len(d.b)
+	if d.i != len(d.b) {
+		return dst, d.fail(reasonSyntax), d.why
+	}
+	return dst, true, reasonNone
 }
