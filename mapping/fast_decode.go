@@ -504,7 +504,7 @@ func (d *fastDecoder) plainString() ([]byte, bool) {
 	if start > len(d.b) {
 		return nil, false
 	}
-	k, nonASCII := scanPlain(d.b[start:])
+	k, nonASCII := ScanPlain(d.b[start:])
 	j := start + k
 	if j >= len(d.b) || d.b[j] != '"' {
 		return nil, false
@@ -525,7 +525,7 @@ func (d *fastDecoder) strEnd() (int, bool, bool) {
 	j := d.i + 1
 	escapes, nonASCII := false, false
 	for j < len(b) {
-		k, na := scanPlain(b[j:])
+		k, na := ScanPlain(b[j:])
 		j += k
 		nonASCII = nonASCII || na
 		if j >= len(b) {

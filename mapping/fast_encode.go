@@ -532,7 +532,7 @@ func appendJSONString(dst, s []byte) ([]byte, bool) {
 	nonASCII := false
 	dst = append(dst, '"')
 	for len(s) > 0 {
-		i, na := scanPlain(s)
+		i, na := ScanPlain(s)
 		nonASCII = nonASCII || na
 		dst = append(dst, s[:i]...)
 		if i == len(s) {

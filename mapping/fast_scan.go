@@ -2,12 +2,14 @@ package mapping
 
 import "encoding/binary"
 
-// scanPlain returns the index of the first byte of s that a JSON string
+// ScanPlain returns the index of the first byte of s that a JSON string
 // cannot hold as it is: '"', '\\' or a control character (below 0x20), or
 // len(s); and whether a byte before it is not ASCII (so that UTF-8 needs
 // checking). It tests 8 bytes at a time: the classic "has a byte less
-// than n" test, exact for whether there is one.
-func scanPlain(s []byte) (int, bool) {
+// than n" test, exact for whether there is one. It is the one string
+// lexer of the module's JSON readers: the fast path's and the envelope
+// scan's (bridge/wire).
+func ScanPlain(s []byte) (int, bool) {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	var high uint64
 	i := 0

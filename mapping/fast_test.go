@@ -382,7 +382,7 @@ func TestScanPlain(t *testing.T) {
 				s[i] = 'x'
 			}
 		}
-		got, gotHigh := scanPlain(s)
+		got, gotHigh := ScanPlain(s)
 		if want, wantHigh := naive(s); got != want || gotHigh != wantHigh {
 			t.Fatalf("%q: got %d %v, want %d %v", s, got, gotHigh, want, wantHigh)
 		}

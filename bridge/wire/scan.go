@@ -3,6 +3,8 @@ package wire
 import (
 	"errors"
 	"unicode/utf8"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
 // maxDepth bounds how deeply arrays and objects may nest in a request body.
@@ -127,12 +129,21 @@ func scanArray(b []byte, i, depth int) (int, error) {
 }
 
 // ScanString checks the string starting at the quote b[i] and returns the
-// index past the closing quote and whether it contains escapes.
+// index past the closing quote and whether it contains escapes. Runs of
+// plain characters are skipped 8 bytes at a time (mapping.ScanPlain), and
+// checked for UTF-8 only when they hold a byte that is not ASCII.
 func ScanString(b []byte, i int) (end int, escaped bool, err error) {
 	i++
 	for i < len(b) {
-		c := b[i]
-		switch {
+		n, high := mapping.ScanPlain(b[i:])
+		if high && !utf8.Valid(b[i:i+n]) {
+			return i, escaped, errBadUTF8
+		}
+		i += n
+		if i >= len(b) {
+			break
+		}
+		switch c := b[i]; {
 		case c == '"':
 			return i + 1, escaped, nil
 		case c == '\\':
@@ -151,16 +162,8 @@ func ScanString(b []byte, i int) (end int, escaped bool, err error) {
 			default:
 				return i, escaped, errSyntax
 			}
-		case c < 0x20:
+		default: // a control character
 			return i, escaped, errSyntax
-		case c < utf8.RuneSelf:
-			i++
-		default:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
-				return i, escaped, errBadUTF8
-			}
-			i += size
 		}
 	}
 	return i, escaped, errSyntax
@@ -300,9 +303,14 @@ func SkipValue(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index just past the valid string at b[i].
+// skipString returns the index just past the valid string at b[i],
+// skipping runs without '"' or '\\' 8 bytes at a time.
 func skipString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
+		n, _ := mapping.ScanPlain(b[i:])
+		if i += n; i >= len(b) {
+			return i
+		}
 		switch b[i] {
 		case '\\':
 			i++

@@ -1,6 +1,10 @@
 package wire
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
 
 // TestSkipValueMatchesScanValue: on accepted JSON, SkipValue finds the end
 // ScanValue finds.
@@ -36,6 +40,25 @@ func FuzzSkipValue(f *testing.F) {
 		}
 		if got := SkipValue(b, 0); got != want {
 			t.Fatalf("SkipValue(%q) = %d, want %d", b, got, want)
+		}
+	})
+}
+
+// FuzzScanValue holds the envelope scan to encoding/json on valid UTF-8
+// input shorter than the nesting bound: ScanValue accepts a whole input
+// exactly when json.Valid does.
+func FuzzScanValue(f *testing.F) {
+	for _, s := range []string{`{"a":[1,"x\"y"]}`, `"s"`, `1.5`, `[true,null]`, `"\ud83d\ude80 ünïcode"`, `{"a":"b\u0000"}`, "\"a\x01\"", `01`, `[1,]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 || len(b) >= 2*maxDepth || !utf8.Valid(b) {
+			return
+		}
+		end, err := ScanValue(b, 0, 0)
+		got := err == nil && SkipSpace(b, end) == len(b)
+		if want := json.Valid(b); got != want && !isSpace(b[0]) {
+			t.Fatalf("ScanValue(%q): whole %v, json.Valid %v (err %v, end %d)", b, got, want, err, end)
 		}
 	})
 }
