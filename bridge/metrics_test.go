@@ -252,3 +252,34 @@ func TestAccessLog(t *testing.T) {
 		t.Errorf("got %+v, want a refused line with a generated request id", l)
 	}
 }
+
+// TestFastPathFallbackMetric: a request the mapping's fast path leaves to
+// protojson (a FieldMask, which has no fast form) is counted in
+// jsonrpc_bridge_fast_path_fallbacks_total, by direction and reason.
+func TestFastPathFallbackMetric(t *testing.T) {
+	e := newEnv(t, bridge.Options{Metrics: newMetrics(t)})
+	before := fallbacks(t, scrape(t, e))
+	r, _ := postAs(t, e.url, nil, `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Echo","params":{"wktFieldMask":"a.b"}}`)
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP %d", r.StatusCode)
+	}
+	if after := fallbacks(t, scrape(t, e)); after <= before {
+		t.Errorf("fast_path_fallbacks_total{direction=request}: %v before the call, %v after, want more", before, after)
+	}
+}
+
+// fallbacks sums the request samples of fast_path_fallbacks_total.
+func fallbacks(t *testing.T, fams map[string]*dto.MetricFamily) float64 {
+	t.Helper()
+	var n float64
+	if f := fams["jsonrpc_bridge_fast_path_fallbacks_total"]; f != nil {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "direction" && l.GetValue() == "request" {
+					n += s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}

@@ -89,7 +89,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 	}
 	m.discovery = &discoveryCollector{m: m}
 	for _, c := range []prometheus.Collector{m.calls, m.latency, m.batchSize, m.callsInFlight,
-		m.requestsInFlight, m.refused, m.discovery, m.conns} {
+		m.requestsInFlight, m.refused, m.discovery, m.conns, fallbackCollector{fallbackDesc}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -325,4 +325,21 @@ func stateLabel(s connectivity.State) string {
 		return "SHUTDOWN"
 	}
 	return "UNKNOWN"
+}
+
+// fallbackDesc describes the conversions the mapping's fast path left to
+// protojson (mapping.Fallbacks), which are counted process-wide.
+var fallbackDesc = prometheus.NewDesc(metricPrefix+"fast_path_fallbacks_total",
+	"JSON <-> protobuf conversions the fast path left to protojson, by direction (request, result) and reason; see docs/performance.md.",
+	[]string{"direction", "reason"}, nil)
+
+// fallbackCollector reads mapping.Fallbacks at each scrape.
+type fallbackCollector struct{ desc *prometheus.Desc }
+
+func (c fallbackCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c fallbackCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, f := range mapping.Fallbacks() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(f.Count), string(f.Direction), f.Reason)
+	}
 }
