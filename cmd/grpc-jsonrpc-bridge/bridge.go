@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -168,7 +167,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 			}
 		}
 	})
-	wg.Go(func() { trimWhenIdle(ctx, srv.Served, idleTrim, debug.FreeOSMemory) })
+	wg.Go(func() { trimWhenIdle(ctx, srv.Served, idleTrim, freeMemory) })
 	served := make(chan error, 1)
 	wg.Go(func() { served <- httpSrv.Serve(lis) })
 

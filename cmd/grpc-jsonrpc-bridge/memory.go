@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"time"
 )
@@ -44,4 +45,12 @@ func trimWhenIdle(ctx context.Context, served func() uint64, idle time.Duration,
 			}
 		}
 	}
+}
+
+// freeMemory returns the burst's memory to the operating system: two
+// collections, as the buffer pools (sync.Pool) keep what the first one
+// finds for one more, then debug.FreeOSMemory's scavenge.
+func freeMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
 }
