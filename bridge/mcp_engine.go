@@ -35,7 +35,7 @@ const mcpCallerKey = "Bridge Caller"
 // mcpCaller is what the front door learned of an MCP request.
 type mcpCaller struct {
 	id   *auth.Caller // nil when authentication is off
-	peer string    // the request's RemoteAddr
+	peer string       // the request's RemoteAddr
 }
 
 // mcpState is the MCP server of a Server, made on first use, and the
