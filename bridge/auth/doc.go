@@ -7,5 +7,6 @@
 //
 // Entry points: New (for cmd), Auth.Authenticate (the front door),
 // Binder.Bind (the engine). It imports the engine's types and the wire's
-// errors; it serves nothing itself.
+// errors; it serves nothing itself. Files: auth.go (identities,
+// credentials, patterns), guard.go (the Binder and its Guard).
 package auth

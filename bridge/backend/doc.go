@@ -12,5 +12,10 @@
 // Streams that need more than one reply use grpc-go's NewStream with
 // WithOrigin, so that Status can tell their statuses apart too.
 //
+// Files: invoker.go (Invoker, For, the direct invoker), grpcgo.go (the
+// grpc-go invoker and its raw codecs), call.go (Call, its pool and
+// budget), status.go (Status, the fixed messages), origin.go (where a
+// grpc-go status came from), direct.go (DirectConn).
+//
 // It imports neither net/http nor the JSON-RPC wire: it knows gRPC alone.
 package backend

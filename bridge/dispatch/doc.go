@@ -21,4 +21,13 @@
 //
 // One recover (safely) turns a panic in any phase into -32603.
 // A Session serves what needs more than one reply (WebSocket streams).
+//
+// Files: engine.go (Options, Engine, the Exchange and the seams: Guard,
+// Binder, Lister, Session; the deadline), table.go (Catalog → Table,
+// Method, the lazy OpenRPC document), call.go (Run, the phases, batches,
+// rpc.discover), stream.go (streams answered in one reply), budget.go
+// (MaxResponseBytes shared by a batch's replies).
+//
+// It imports wire, backend and mapping; never net/http, a transport, or
+// package bridge (.ci/run holds this).
 package dispatch

@@ -7,4 +7,6 @@
 //
 // Entry points: NewMetrics (for cmd), Observer.Bind, Observer.Refused.
 // It imports the engine's types (dispatch) and Prometheus, no transport.
+// Files: metrics.go (Metrics and its collectors), observer.go (the Guard
+// of each table, Refused).
 package observe
