@@ -54,22 +54,25 @@ func FuzzParseGRPCTimeout(f *testing.F) {
 // FuzzHeaders sends a call with fuzzed values of every header the bridge
 // parses: the two timeout headers, Authorization and X-API-Key (with
 // authentication on), forwarded Grpc-Metadata-* values, binary ones among
-// them, Traceparent and X-Request-Id. The answer is 200, 400 or 401 with a
+// them, Traceparent, X-Request-Id and Sec-WebSocket-Protocol (which may
+// carry a token when no header does). The answer is 200, 400 or 401 with a
 // well-formed JSON-RPC reply, and never a panic.
 func FuzzHeaders(f *testing.F) {
-	f.Add("1S", "", "Bearer admin-token-0123456789", "", "", "", "", "")
-	f.Add("", "1.5", "", "admin-token-0123456789", "AQID", "text", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "req-1")
-	f.Add("99999999H", "NaN", "Bearer", "a b", "!!", "\x00", "ff-0-0-0", "\xff")
-	f.Add("-1S", "1e400", "Basic abc", "admin-token-0123456789", "AQID==", "caf\u00e9", "00-00000000000000000000000000000000-0000000000000000-00", strings.Repeat("x", 200))
-	f.Add("1n", "-0", "bearer admin-token-0123456789=", "", "-_-_", "", "", "")
+	f.Add("1S", "", "Bearer admin-token-0123456789", "", "", "", "", "", "")
+	f.Add("", "1.5", "", "admin-token-0123456789", "AQID", "text", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "req-1", "jsonrpc")
+	f.Add("99999999H", "NaN", "Bearer", "a b", "!!", "\x00", "ff-0-0-0", "\xff", "base64url.bearer.grpc-jsonrpc-bridge.!!")
+	f.Add("-1S", "1e400", "Basic abc", "admin-token-0123456789", "AQID==", "caf\u00e9", "00-00000000000000000000000000000000-0000000000000000-00", strings.Repeat("x", 200), "")
+	f.Add("1n", "-0", "bearer admin-token-0123456789=", "", "-_-_", "", "", "", "")
+	f.Add("", "", "", "", "", "", "", "", "jsonrpc, base64url.bearer.grpc-jsonrpc-bridge.YWRtaW4tdG9rZW4tMDEyMzQ1Njc4OQ")
 	e := newEnv(f, bridge.Options{Auth: newAuth(f), CallTimeout: time.Second, Logger: slog.New(failOnError{t: f})})
 	body := req("helloworld.Greeter.SayHello", `{"name":"h"}`, "1")
-	f.Fuzz(func(t *testing.T, grpcTimeout, timeout, authz, apiKey, mdBin, mdText, traceparent, requestID string) {
+	f.Fuzz(func(t *testing.T, grpcTimeout, timeout, authz, apiKey, mdBin, mdText, traceparent, requestID, wsProtocol string) {
 		hr := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", strings.NewReader(body))
 		hr.Header.Set("Content-Type", "application/json")
 		for name, v := range map[string]string{
 			bridge.GRPCTimeoutHeader: grpcTimeout, bridge.TimeoutHeader: timeout, "Authorization": authz, "X-Api-Key": apiKey,
 			"Grpc-Metadata-Fuzz-Bin": mdBin, "Grpc-Metadata-Fuzz": mdText, "Traceparent": traceparent, bridge.RequestIDHeader: requestID,
+			"Sec-Websocket-Protocol": wsProtocol,
 		} {
 			if v != "" {
 				hr.Header[name] = []string{v}
