@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,59 +13,14 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/internal/browsertest"
 )
 
-// chromiumPackage is the Debian package of the browser these tests drive.
-const chromiumPackage = "chromium"
-
-// browser starts a headless Chromium for the test, with a fresh profile
-// and nothing of its own on the network, and returns a context of one of
-// its tabs. Without Chromium the test fails under CI and is skipped
-// otherwise.
+// browser starts a headless Chromium for the test and returns a context
+// of one of its tabs (see browsertest.Start).
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	var exe string
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("headless Chromium is not installed: CI must install the Debian package %s (apt-get install -y %s)", chromiumPackage, chromiumPackage)
-		}
-		t.Skipf("headless Chromium is not installed: install the Debian package %s (apt-get install -y %s)", chromiumPackage, chromiumPackage)
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		// The network is closed: without these Chromium keeps trying to
-		// reach its own services.
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-default-apps", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("no-proxy-server", true),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(cancelBrowser)
-	if err := chromedp.Do(bctx); err != nil { // starts the browser
-		t.Fatalf("cannot start %s: %v", exe, err)
-	}
-	return bctx
+	return browsertest.Start(t, 2*time.Minute)
 }
 
 // pageServer serves an empty HTML page at / on a loopback port: the

@@ -31,15 +31,13 @@ import (
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/internal/browsertest"
 )
 
 // screenshotsEnv names the directory the browser test writes its
 // screenshots to, relative to the repository's root (docs/explorer when
 // they are refreshed); unset, none are taken.
 const screenshotsEnv = "EXPLORER_SCREENSHOTS"
-
-// chromiumPackage is the Debian package of the browser the test drives.
-const chromiumPackage = "chromium"
 
 // env is a bridge with the explorer in front of a real gRPC backend (the
 // test and demo services, with reflection) on loopback TCP.
@@ -138,52 +136,12 @@ func (e *env) post(t *testing.T, token, body string) map[string]any {
 	return v
 }
 
-// browser starts a headless Chromium with a fresh profile (as
-// bridge/browser_test.go does) and returns a context of one of its tabs.
+// browser starts a headless Chromium (see browsertest.Start) with a
+// window the size of the screenshots, and returns a context of one of
+// its tabs.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	var exe string
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("headless Chromium is not installed: CI must install the Debian package %s", chromiumPackage)
-		}
-		t.Skipf("headless Chromium is not installed: install the Debian package %s (apt-get install -y %s)", chromiumPackage, chromiumPackage)
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.WindowSize(1280, 900),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-default-apps", true),
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.Flag("hide-scrollbars", true),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(cancelBrowser)
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("cannot start %s: %v", exe, err)
-	}
-	return bctx
+	return browsertest.Start(t, 3*time.Minute, chromedp.WindowSize(1280, 900), chromedp.Flag("hide-scrollbars", true))
 }
 
 // traffic is what the tab did on the network and in its console.
