@@ -19,17 +19,14 @@ import (
 // lock, and the test files node runs.
 const nodeClients = "testdata/clients"
 
-// TestNodeClients runs the node tests in testdata/clients (npm's
-// @open-rpc/client-js, json-rpc-2.0 and @open-rpc/schema-utils-js) against
-// real bridges on loopback in front of real backends: one serving the demo
-// services (BRIDGE_URL), one every test service too (BRIDGE_ALL_URL). They
-// need node and the project's packages (npm ci --prefix
-// bridge/testdata/clients): where either is missing the test is skipped,
-// and fails when CI is set.
-func TestNodeClients(t *testing.T) {
+// nodeWith returns the path of node when it and the npm package pkg of
+// nodeClients are installed; otherwise the test fails when CI is set and
+// is skipped when not.
+func nodeWith(t *testing.T, pkg string) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err == nil {
-		_, err = os.Stat(filepath.Join(nodeClients, "node_modules", "@open-rpc", "schema-utils-js", "package.json"))
+		_, err = os.Stat(filepath.Join(nodeClients, "node_modules", pkg, "package.json"))
 	}
 	if err != nil {
 		msg := "node or the npm packages of " + nodeClients + " are missing (npm ci --prefix bridge/" + nodeClients + "): " + err.Error()
@@ -38,6 +35,18 @@ func TestNodeClients(t *testing.T) {
 		}
 		t.Skip(msg)
 	}
+	return node
+}
+
+// TestNodeClients runs the node tests in testdata/clients (npm's
+// @open-rpc/client-js, json-rpc-2.0 and @open-rpc/schema-utils-js) against
+// real bridges on loopback in front of real backends: one serving the demo
+// services (BRIDGE_URL), one every test service too (BRIDGE_ALL_URL). They
+// need node and the project's packages (npm ci --prefix
+// bridge/testdata/clients): where either is missing the test is skipped,
+// and fails when CI is set.
+func TestNodeClients(t *testing.T) {
+	node := nodeWith(t, "@open-rpc/schema-utils-js")
 	demo := newDemoEnv(t)
 	all := newEnv(t, bridge.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

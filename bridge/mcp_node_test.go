@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,17 +21,7 @@ import (
 // needs node and the npm packages (npm ci --prefix bridge/testdata/clients):
 // where either is missing it is skipped, and fails when CI is set.
 func TestNodeMCPClients(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err == nil {
-		_, err = os.Stat(filepath.Join(nodeClients, "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
-	}
-	if err != nil {
-		msg := "node or the npm packages of " + nodeClients + " are missing (npm ci --prefix bridge/" + nodeClients + "): " + err.Error()
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	node := nodeWith(t, "@modelcontextprotocol/sdk")
 	_, conn, addr := startBackendTCP(t)
 	reg, err := bridgereflect.Discover(context.Background(), conn)
 	if err != nil {
