@@ -24,6 +24,23 @@ type exchange struct {
 	id *auth.Caller // nil when authentication is off
 }
 
+// exchangeOf fills x from the headers of r (see fill), or answers r
+// itself: 400 for a header the client got wrong, 431 for metadata over
+// MaxMetadataBytes.
+func (s *Server) exchangeOf(w http.ResponseWriter, r *http.Request, x *exchange, single bool) bool {
+	if err := s.fill(r, x, single); err != nil {
+		s.refused(r.Context(), x, "bad_header", err.Error())
+		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(err.Error())))
+		return false
+	}
+	if reason, e := s.metadataTooLarge(MetadataSize(x.Metadata)); e != nil {
+		s.refused(r.Context(), x, "metadata_too_large", reason)
+		refuseMetadata(w, e)
+		return false
+	}
+	return true
+}
+
 // fill completes x, the exchange of r, with what its calls carry: the
 // metadata r forwards and the bridge adds (identity, request id, trace
 // context, x-forwarded-for), the timeout it asks for and, when single (a

@@ -125,14 +125,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if !s.readBody(w, r, x, rc, in) {
 		return
 	}
-	if err := s.fill(r, x, singleCall(in.Bytes())); err != nil {
-		s.refused(r.Context(), x, "bad_header", err.Error())
-		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(err.Error())))
-		return
-	}
-	if reason, e := s.metadataTooLarge(MetadataSize(x.Metadata)); e != nil {
-		s.refused(r.Context(), x, "metadata_too_large", reason)
-		refuseMetadata(w, e)
+	if !s.exchangeOf(w, r, x, singleCall(in.Bytes())) {
 		return
 	}
 	// The slot is taken for the work alone: the caller is authenticated

@@ -41,14 +41,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, x *exchange) {
 		s.notWebSocket(w, r, x, "no Upgrade: websocket header")
 		return
 	}
-	if err := s.fill(r, x, false); err != nil {
-		s.refused(r.Context(), x, "bad_header", err.Error())
-		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(err.Error())))
-		return
-	}
-	if reason, e := s.metadataTooLarge(MetadataSize(x.Metadata)); e != nil {
-		s.refused(r.Context(), x, "metadata_too_large", reason)
-		refuseMetadata(w, e)
+	if !s.exchangeOf(w, r, x, false) {
 		return
 	}
 	key := clientKey(r, x)
