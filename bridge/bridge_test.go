@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -205,9 +204,8 @@ func TestNotDiscoveredYet(t *testing.T) {
 	ts, conn := startBackend(t)
 	_ = ts
 	srv := bridge.New(conn, bridge.Options{})
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	e := &env{url: hs.URL, bridge: srv}
+	url := serveBridge(t, srv, nil)
+	e := &env{url: url, bridge: srv}
 
 	if code, _ := e.do(t, "GET", "/readyz", "", ""); code != 503 {
 		t.Errorf("readyz: got %d, want 503", code)
@@ -261,9 +259,8 @@ func TestUnreachableBackendIsCode14(t *testing.T) {
 	t.Cleanup(func() { dead.Close() })
 	srv := bridge.New(dead, bridge.Options{CallTimeout: 5 * time.Second})
 	srv.Update(reg)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	e := &env{url: hs.URL}
+	url := serveBridge(t, srv, nil)
+	e := &env{url: url}
 	r := e.call(t, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`)
 	if got := errCode(t, r); got != 14 {
 		t.Fatalf("got %v, want code 14", r)

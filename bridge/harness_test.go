@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -75,9 +74,8 @@ func newEnvGRPCGo(t testing.TB, opts bridge.Options) *env {
 	}
 	srv := bridge.New(conn, opts)
 	srv.Update(reg)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, backend: ts, bridge: srv, conn: conn}
+	url := serveBridge(t, srv, nil)
+	return &env{url: url, backend: ts, bridge: srv, conn: conn}
 }
 
 func newEnv(t testing.TB, opts bridge.Options) *env {
@@ -95,9 +93,8 @@ func newEnvWith(t testing.TB, opts bridge.Options, serverOpts ...grpc.ServerOpti
 	}
 	srv := bridge.New(directConn(t, conn, addr), opts)
 	srv.Update(reg)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, backend: ts, bridge: srv, conn: conn}
+	url := serveBridge(t, srv, nil)
+	return &env{url: url, backend: ts, bridge: srv, conn: conn}
 }
 
 // post sends body to POST / and returns the status and the reply body.

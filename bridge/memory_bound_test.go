@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -166,9 +165,8 @@ func newBigEnv(t testing.TB, opts bridge.Options, direct bool) (*env, *bigBacken
 	}
 	srv := bridge.New(c, opts)
 	srv.Update(reg)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, bridge: srv, conn: conn}, b
+	url := serveBridge(t, srv, nil)
+	return &env{url: url, bridge: srv, conn: conn}, b
 }
 
 // heapWatch samples the heap of the process until it is stopped, with the

@@ -2,8 +2,8 @@ package bridge_test
 
 import (
 	"context"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -13,6 +13,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/h1"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -39,18 +40,30 @@ func dialLoopback(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.Clie
 	return conn
 }
 
-// serveBridge puts srv behind a loopback http.Server configured by
-// configure (nil for defaults) and returns its URL.
+// serveBridge puts srv behind a loopback server configured by configure
+// (nil for defaults), as serve does (bridge/h1 in front of an
+// http.Server), and returns its URL.
 func serveBridge(t testing.TB, srv http.Handler, configure func(*http.Server)) string {
 	t.Helper()
-	hs := httptest.NewUnstartedServer(srv)
-	hs.Config.ReadHeaderTimeout = 5 * time.Second
-	if configure != nil {
-		configure(hs.Config)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	hs.Start()
-	t.Cleanup(hs.Close)
-	return hs.URL
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second}
+	if configure != nil {
+		configure(hs)
+	}
+	front := h1.New(hs)
+	go front.Serve(lis)
+	t.Cleanup(func() {
+		// As httptest.Server.Close: the requests being served end first.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		front.SetKeepAlivesEnabled(false)
+		_ = front.Shutdown(ctx)
+		front.Close()
+	})
+	return "http://" + lis.Addr().String()
 }
 
 // loopEnv is a bridge on loopback HTTP in front of a loopback backend

@@ -82,6 +82,7 @@ var commandDefaults = map[string]string{
 	"auth.file":                    "the command makes bridge.Options.Auth (nil: off) from it",
 	"direct_calls":                 "the command picks backend.NewDirectConn or grpc-go",
 	"explorer":                     "the command mounts bridge/explorer's handler, or none",
+	"lean_http1":                   "the command puts bridge/h1 in front of its http.Server, or not",
 	"mcp":                          "the command sets Options.DisableMCP from it: on, as the zero Options are",
 	// reflect.WatchOptions.Interval's zero is off too; the command refreshes
 	// every 5m unless told 0s.

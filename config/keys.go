@@ -75,6 +75,7 @@ func keys() []key {
 		{name: "http2_max_concurrent_streams", usage: "most concurrent streams (requests) on one HTTP/2 connection of the HTTPS listener", field: func(s *Settings) any { return &s.HTTP2MaxConcurrentStreams }},
 		{name: "max_ws_connections", usage: "most open WebSocket connections; more get HTTP 429", field: func(s *Settings) any { return &s.MaxWSConnections }},
 		{name: "max_ws_connections_per_client", usage: "most open WebSocket connections of one client (its identity, or its IP address with authentication off); more get HTTP 429", field: func(s *Settings) any { return &s.MaxWSConnectionsPerClient }},
+		{name: "lean_http1", usage: "serve plain HTTP/1.1 POST / requests with the bridge's own lean HTTP/1.1 server and hand every other request to net/http; false serves all with net/http", field: func(s *Settings) any { return &s.LeanHTTP1 }},
 		{name: "access_log", usage: "log one line per call and per refused request", field: func(s *Settings) any { return &s.AccessLog }},
 		{name: "metrics", usage: "serve Prometheus metrics at GET /metrics", field: func(s *Settings) any { return &s.Metrics }},
 		{name: "explorer", usage: "serve the API explorer, a page to browse and call the methods, at GET /explorer", field: func(s *Settings) any { return &s.Explorer }},

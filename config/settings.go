@@ -100,6 +100,9 @@ type Settings struct {
 	// MaxWSConnections and MaxWSConnectionsPerClient bound the open
 	// WebSocket connections, in all and per client.
 	MaxWSConnections, MaxWSConnectionsPerClient int
+	// LeanHTTP1 serves plain HTTP/1.1 POST / requests with bridge/h1 and
+	// hands the rest to net/http; false serves all with net/http.
+	LeanHTTP1 bool
 	// AccessLog logs one record per call and per refused request.
 	AccessLog bool
 	// Metrics serves Prometheus metrics at GET /metrics.
@@ -235,6 +238,7 @@ func Defaults() Settings {
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		AccessLog:         true,
+		LeanHTTP1:         true,
 		Metrics:           true,
 		Explorer:          true,
 		DirectCalls:       true,

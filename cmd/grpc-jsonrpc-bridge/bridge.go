@@ -117,6 +117,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	}, s), s, auth, metrics, access))
 	httpSrv := httpServer(tr.handler(srv), s, log)
 	httpSrv.RegisterOnShutdown(srv.CloseMCP) // Shutdown would wait for the MCP sessions' open streams
+	front := newFront(httpSrv, s)
 
 	// Every goroutine is waited for before the connections close; cancel
 	// (run first) stops discovery and the SIGHUP loop, and Serve stops by
@@ -169,7 +170,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	})
 	wg.Go(func() { trimWhenIdle(ctx, srv.Served, idleTrim, freeMemory) })
 	served := make(chan error, 1)
-	wg.Go(func() { served <- httpSrv.Serve(lis) })
+	wg.Go(func() { served <- front.Serve(lis) })
 
 	var runErr error
 	select {
@@ -184,11 +185,11 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	}
 	log.Info("shutting down", "delay", s.ShutdownDelay.String(), "timeout", s.ShutdownTimeout.String())
 	cancel()
-	drain(context.WithoutCancel(ctx), s, srv, httpSrv, log)
+	drain(context.WithoutCancel(ctx), s, srv, front, log)
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.ShutdownTimeout)
 	defer stop()
-	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
-		httpSrv.Close()
+	if err := front.Shutdown(shutdownCtx); err != nil {
+		front.Close()
 		_ = srv.Shutdown(shutdownCtx) // closes the WebSocket connections at once
 		return failure(fmt.Errorf("shutdown: requests still running after %s: %w", s.ShutdownTimeout, err))
 	}

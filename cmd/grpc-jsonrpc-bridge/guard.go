@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/explorer"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/h1"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -79,8 +81,6 @@ func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *brid
 	return m, nil
 }
 
-// accessLog is the logger of the per-call records, nil when s turns them
-// off.
 // guardOptions fills the authentication, limit and observability options
 // of o from s.
 func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bridge.Metrics, access *slog.Logger) bridge.Options {
@@ -125,11 +125,28 @@ func httpServer(h http.Handler, s config.Settings, log *slog.Logger) *http.Serve
 	}
 }
 
+// frontServer is the HTTP server serve runs: net/http's, or bridge/h1 in
+// front of it.
+type frontServer interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
+	SetKeepAlivesEnabled(bool)
+}
+
+// newFront is hs, behind bridge/h1 when s.LeanHTTP1 is on.
+func newFront(hs *http.Server, s config.Settings) frontServer {
+	if s.LeanHTTP1 {
+		return h1.New(hs)
+	}
+	return hs
+}
+
 // drain starts a graceful shutdown: /readyz answers 503 at once and
 // replies close their connections, so that clients reconnect elsewhere;
 // the bridge keeps serving for s.ShutdownDelay (or until ctx is done)
 // before the caller stops accepting connections.
-func drain(ctx context.Context, s config.Settings, srv *bridge.Server, httpSrv *http.Server, log *slog.Logger) {
+func drain(ctx context.Context, s config.Settings, srv *bridge.Server, httpSrv frontServer, log *slog.Logger) {
 	srv.Drain()
 	httpSrv.SetKeepAlivesEnabled(false)
 	if s.ShutdownDelay <= 0 {

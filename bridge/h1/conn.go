@@ -1,0 +1,498 @@
+package h1
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"time"
+)
+
+const (
+	// readBufferBytes is a connection's read buffer, as net/http's.
+	readBufferBytes = 4 << 10
+	// maxHeadBytes is the longest request head h1 parses itself; a longer
+	// one goes to net/http with what was read of it (MaxHeaderBytes is
+	// net/http's to enforce).
+	maxHeadBytes = 64 << 10
+	// watchAfter is how long a request runs before its connection is
+	// watched for the client going away, which then cancels the
+	// request's context, as net/http's background read does at once.
+	watchAfter = 10 * time.Millisecond
+	// rstAvoidanceDelay is how long a connection closed with a request
+	// body left unread waits, after it stopped writing, for the client
+	// to read the reply before the close resets it (net/http's too).
+	rstAvoidanceDelay = 500 * time.Millisecond
+)
+
+type connState int
+
+const (
+	stateActive connState = iota
+	stateIdle
+	stateClosed
+)
+
+// aLongTimeAgo is a deadline that has passed: it wakes a blocked read.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// conn is one connection h1 serves, until it closes it or hands it over.
+type conn struct {
+	srv    *Server
+	c      net.Conn
+	remote string
+	ctx    context.Context // the connection's: ServerContextKey, LocalAddrContextKey
+
+	buf  []byte // read buffer: buf[r:w] is read and not yet consumed
+	r, w int
+
+	mu       sync.Mutex
+	state    connState
+	rdl      time.Time // the read deadline wanted
+	rdlSet   time.Time // the read deadline the connection has
+	wdl      time.Time
+	wdlSet   time.Time
+	active   bool // a request's handler runs
+	watching bool
+	aborted  bool // the watch was ended by h1, not by the client
+	gone     bool // the client went away during a request
+	watchN   int
+	watchB   [1]byte
+	watchEnd chan struct{}
+	watchT   *time.Timer
+	watchOK  bool               // nothing of a next request is buffered: a watch may start
+	cancel   context.CancelFunc // the running request's
+
+	lastPOST bool // the last request was a POST (RFC 9112 2.2: skip a CRLF after it)
+}
+
+func (cn *conn) logf(format string, args ...any) {
+	if l := cn.srv.HTTP.ErrorLog; l != nil {
+		l.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+// serve reads and answers requests until the connection closes or a
+// request goes to net/http.
+func (cn *conn) serve() {
+	hs := cn.srv.HTTP
+	cn.remote = cn.c.RemoteAddr().String()
+	base := context.Background()
+	if hs.BaseContext != nil {
+		base = hs.BaseContext(cn.srv.handoff)
+	}
+	ctx := context.WithValue(base, http.ServerContextKey, hs)
+	ctx = context.WithValue(ctx, http.LocalAddrContextKey, cn.c.LocalAddr())
+	if hs.ConnContext != nil {
+		ctx = hs.ConnContext(ctx, cn.c)
+	}
+	cn.ctx = ctx
+	cn.buf = make([]byte, readBufferBytes)
+	handedOff := false
+	defer func() {
+		if handedOff {
+			return
+		}
+		cn.srv.forget(cn)
+		cn.mu.Lock()
+		cn.state = stateClosed
+		cn.mu.Unlock()
+		cn.c.Close()
+	}()
+	defer func() {
+		if v := recover(); v != nil && v != http.ErrAbortHandler {
+			const size = 64 << 10
+			stack := make([]byte, size)
+			stack = stack[:runtime.Stack(stack, false)]
+			cn.logf("http: panic serving %v: %v\n%s", cn.remote, v, stack)
+		}
+	}()
+	for {
+		if !cn.awaitRequest() {
+			return
+		}
+		head, err := cn.readHead()
+		if err != nil && !(errors.Is(err, io.EOF) && head == nil) {
+			return // as net/http: a timeout or a broken connection gets no reply
+		}
+		req, ok := cn.parse(head) // a head cut short by the client is net/http's to answer
+		if !ok {
+			handedOff = true
+			cn.handOff()
+			return
+		}
+		cn.r += len(head)
+		if !cn.serveRequest(req) {
+			return
+		}
+	}
+}
+
+// awaitRequest waits, idle, for the first bytes of the next request, and
+// tells whether they came.
+func (cn *conn) awaitRequest() bool {
+	if cn.r == cn.w {
+		cn.r, cn.w = 0, 0
+		if len(cn.buf) > readBufferBytes {
+			cn.buf = make([]byte, readBufferBytes) // a long head grew it
+		}
+	}
+	if cn.lastPOST {
+		cn.skipCRLF()
+	}
+	if cn.r < cn.w {
+		return !cn.srv.shutdown.Load()
+	}
+	hs := cn.srv.HTTP
+	d := hs.IdleTimeout
+	if d == 0 {
+		d = hs.ReadTimeout
+	}
+	cn.mu.Lock()
+	if cn.state == stateClosed {
+		cn.mu.Unlock()
+		return false
+	}
+	cn.state = stateIdle
+	if d > 0 {
+		cn.rdl = time.Now().Add(d)
+	} else {
+		cn.rdl = time.Time{}
+	}
+	cn.mu.Unlock()
+	for cn.r == cn.w {
+		n, err := cn.read(cn.buf[cn.w:])
+		cn.w += n
+		if err != nil && cn.r == cn.w {
+			return false
+		}
+		if cn.lastPOST {
+			cn.skipCRLF()
+		}
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.state == stateClosed || cn.srv.shutdown.Load() {
+		return false
+	}
+	cn.state = stateActive
+	return true
+}
+
+// skipCRLF drops the CR and LF bytes that begin the buffer: some clients
+// send one after a POST body (RFC 9112 2.2; net/http skips them too).
+func (cn *conn) skipCRLF() {
+	for cn.r < cn.w && (cn.buf[cn.r] == '\r' || cn.buf[cn.r] == '\n') {
+		cn.r++
+	}
+}
+
+// readHead returns the request head at the start of the buffer, reading
+// until it is complete, or nil (and no error) as soon as it is not a head
+// h1 parses itself: its first bytes are not requestLine, or there is more
+// of it than maxHeadBytes.
+func (cn *conn) readHead() ([]byte, error) {
+	from := cn.r
+	var start time.Time
+	for {
+		if n := min(cn.w-cn.r, len(requestLine)); string(cn.buf[cn.r:cn.r+n]) != requestLine[:n] {
+			return nil, nil
+		}
+		if i := bytes.Index(cn.buf[from:cn.w], crlfcrlf); i >= 0 {
+			return cn.buf[cn.r : from+i+4], nil
+		}
+		from = max(cn.r, cn.w-3)
+		if cn.w-cn.r >= maxHeadBytes {
+			return nil, nil
+		}
+		if cn.w == len(cn.buf) {
+			if cn.r > 0 {
+				n := copy(cn.buf, cn.buf[cn.r:cn.w])
+				from -= cn.r
+				cn.r, cn.w = 0, n
+			} else {
+				grown := make([]byte, min(2*len(cn.buf), maxHeadBytes))
+				copy(grown, cn.buf[:cn.w])
+				cn.buf = grown
+			}
+		}
+		if start.IsZero() {
+			start = time.Now()
+			if d := readHeaderTimeout(cn.srv.HTTP); d > 0 {
+				cn.setReadDeadline(start.Add(d))
+			} else {
+				cn.setReadDeadline(time.Time{})
+			}
+		}
+		n, err := cn.read(cn.buf[cn.w:])
+		cn.w += n
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+var crlfcrlf = []byte("\r\n\r\n")
+
+func readHeaderTimeout(hs *http.Server) time.Duration {
+	if hs.ReadHeaderTimeout > 0 {
+		return hs.ReadHeaderTimeout
+	}
+	return hs.ReadTimeout
+}
+
+// handOff gives the connection, with the bytes read and not consumed, to
+// net/http, which serves it from there on.
+func (cn *conn) handOff() {
+	cn.srv.forget(cn)
+	cn.mu.Lock()
+	cn.state = stateClosed
+	if !cn.rdlSet.IsZero() {
+		cn.c.SetReadDeadline(time.Time{})
+	}
+	if !cn.wdlSet.IsZero() {
+		cn.c.SetWriteDeadline(time.Time{})
+	}
+	cn.mu.Unlock()
+	rest := bytes.Clone(cn.buf[cn.r:cn.w])
+	cn.srv.handoff.give(&replayConn{Conn: cn.c, buf: rest})
+}
+
+// read reads from the connection under the read deadline wanted.
+func (cn *conn) read(p []byte) (int, error) {
+	cn.mu.Lock()
+	if !cn.rdl.Equal(cn.rdlSet) {
+		cn.c.SetReadDeadline(cn.rdl)
+		cn.rdlSet = cn.rdl
+	}
+	cn.mu.Unlock()
+	return cn.c.Read(p)
+}
+
+// write writes to the connection under the write deadline wanted.
+func (cn *conn) write(b net.Buffers) error {
+	cn.mu.Lock()
+	if !cn.wdl.Equal(cn.wdlSet) {
+		cn.c.SetWriteDeadline(cn.wdl)
+		cn.wdlSet = cn.wdl
+	}
+	cn.mu.Unlock()
+	_, err := b.WriteTo(cn.c)
+	return err
+}
+
+// setReadDeadline sets the read deadline wanted; the connection gets it
+// before its next read (at once while it is watched).
+func (cn *conn) setReadDeadline(t time.Time) {
+	cn.mu.Lock()
+	cn.rdl = t
+	if cn.watching && !cn.aborted {
+		cn.c.SetReadDeadline(t)
+		cn.rdlSet = t
+	}
+	cn.mu.Unlock()
+}
+
+func (cn *conn) setWriteDeadline(t time.Time) {
+	cn.mu.Lock()
+	cn.wdl = t
+	cn.mu.Unlock()
+}
+
+func (cn *conn) closeIfIdle() {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.state == stateIdle {
+		cn.state = stateClosed
+		cn.c.Close()
+	}
+}
+
+// serveRequest runs the handler for req and writes its reply, and tells
+// whether the connection serves another request.
+func (cn *conn) serveRequest(req *request) bool {
+	hs := cn.srv.HTTP
+	now := time.Now()
+	if d := hs.ReadTimeout; d > 0 {
+		cn.setReadDeadline(now.Add(d))
+	} else {
+		cn.setReadDeadline(time.Time{})
+	}
+	if d := hs.WriteTimeout; d > 0 {
+		cn.setWriteDeadline(now.Add(d))
+	}
+	cn.lastPOST = true
+	ctx, cancel := context.WithCancel(cn.ctx)
+	r := req.httpRequest(ctx, cn)
+	w := newResponse(cn, r, req.close)
+	cn.mu.Lock()
+	cn.active, cn.cancel = true, cancel
+	cn.mu.Unlock()
+	if req.length == 0 {
+		cn.armWatch()
+	}
+	handled := false
+	defer func() {
+		if !handled { // the handler panicked: serve's recover logs it
+			cn.endWatch()
+			cancel()
+			w.release()
+		}
+	}()
+	h := hs.Handler
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	h.ServeHTTP(w, r)
+	handled = true
+	cn.endWatch()
+	cancel()
+	w.finish() // drops a short unread rest of the body, or closes
+	unread := w.body != nil && w.body.n > 0 && !w.body.broken
+	ok := w.err == nil && !w.closeAfter && !unread && !cn.gone && (w.body == nil || !w.body.broken)
+	w.release()
+	cn.setWriteDeadline(time.Time{})
+	if unread && w.err == nil {
+		cn.closeWriteAndWait()
+	}
+	return ok && cn.srv.keepAlive()
+}
+
+// closeWriteAndWait ends the connection's writing side and gives the
+// client a moment to read the reply before the connection closes while
+// its request body was still coming (so that the close does not reset
+// the reply away).
+func (cn *conn) closeWriteAndWait() {
+	if tc, ok := cn.c.(interface{ CloseWrite() error }); ok {
+		tc.CloseWrite()
+	}
+	time.Sleep(rstAvoidanceDelay)
+}
+
+// armWatch watches the connection for the client going away once the
+// request has run for watchAfter; its body has been read.
+func (cn *conn) armWatch() {
+	cn.mu.Lock()
+	cn.watchOK = cn.r == cn.w
+	cn.mu.Unlock()
+	if cn.watchT == nil {
+		cn.watchT = time.AfterFunc(watchAfter, cn.startWatch)
+		return
+	}
+	cn.watchT.Reset(watchAfter)
+}
+
+func (cn *conn) startWatch() {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if !cn.active || cn.watching || !cn.watchOK || cn.state == stateClosed {
+		return // done, or the client sent more already: it is there
+	}
+	if !cn.rdl.Equal(cn.rdlSet) {
+		cn.c.SetReadDeadline(cn.rdl)
+		cn.rdlSet = cn.rdl
+	}
+	cn.watching, cn.aborted, cn.watchN = true, false, 0
+	cn.watchEnd = make(chan struct{})
+	go cn.watch(cn.watchEnd)
+}
+
+// watch reads one byte: the next request's first, or the end of the
+// connection, which cancels the request.
+func (cn *conn) watch(end chan struct{}) {
+	n, err := cn.c.Read(cn.watchB[:])
+	cn.mu.Lock()
+	cn.watchN = n
+	if n == 0 && err != nil && !cn.aborted {
+		cn.gone = true
+		if cn.cancel != nil {
+			cn.cancel()
+		}
+	}
+	cn.mu.Unlock()
+	close(end)
+}
+
+// endWatch stops watching the connection once the handler is done and
+// keeps the byte the watch read, if any.
+func (cn *conn) endWatch() {
+	if cn.watchT != nil {
+		cn.watchT.Stop()
+	}
+	cn.mu.Lock()
+	cn.active, cn.cancel = false, nil
+	watching, end := cn.watching, cn.watchEnd
+	if watching {
+		cn.aborted = true
+		cn.c.SetReadDeadline(aLongTimeAgo)
+		cn.rdlSet = aLongTimeAgo
+	}
+	cn.mu.Unlock()
+	if !watching {
+		return
+	}
+	<-end
+	cn.mu.Lock()
+	cn.watching = false
+	if cn.watchN == 1 { // the buffer is empty: the body was read whole
+		cn.buf[0] = cn.watchB[0]
+		cn.r, cn.w = 0, 1
+	}
+	cn.mu.Unlock()
+}
+
+// body is the body of a request h1 serves: Content-Length bytes, from the
+// buffer first.
+type body struct {
+	cn     *conn
+	n      int64 // bytes left
+	closed bool
+	broken bool // reading it failed: the connection is done
+}
+
+var errUnexpectedEOF = io.ErrUnexpectedEOF
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	cn := b.cn
+	var n int
+	var err error
+	if cn.r < cn.w {
+		n = copy(p, cn.buf[cn.r:cn.w])
+		cn.r += n
+	} else {
+		n, err = cn.read(p)
+	}
+	b.n -= int64(n)
+	if b.n == 0 {
+		cn.armWatch()
+		return n, io.EOF
+	}
+	if errors.Is(err, io.EOF) {
+		err = errUnexpectedEOF
+	}
+	if err != nil {
+		b.broken = true
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	b.closed = true
+	return nil
+}

@@ -1,0 +1,27 @@
+// Package h1 is a lean HTTP/1.1 server for the one request a bridge
+// serves most: a keep-alive POST / with a Content-Length body. It serves
+// that request itself, through the same http.Handler as net/http, and
+// hands the connection to a net/http Server at the first request that is
+// anything else: TLS, HTTP/2 with prior knowledge, another method or
+// path, chunked bodies, Expect, Upgrade, HTTP/1.0, a header it does not
+// parse as the plain case. The hand-over happens before that request is
+// read: net/http gets its bytes as they arrived and serves the rest of
+// the connection, so every request that is not plain is answered exactly
+// as net/http answers it, refusals included.
+//
+// What it saves per request, against net/http's HTTP/1.1 server: the
+// background read that watches for the client going away, the deadline
+// changes when the request was already in the buffer, the response
+// writer's chunking layer and its header sort, and the allocations of
+// textproto's reader. What it keeps: the http.Handler interface, the
+// server's ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout and
+// MaxHeaderBytes, http.ResponseController's Flush and deadlines, the
+// keep-alive rules (Connection: close both ways, SetKeepAlivesEnabled),
+// graceful Shutdown, and the request context's http.ServerContextKey and
+// http.LocalAddrContextKey.
+//
+// What it does not do on the requests it serves itself: it does not
+// notice a client that closes its connection while its request is being
+// handled until the reply is written (net/http cancels the request's
+// context at once). The call still ends by its own deadline.
+package h1

@@ -1,0 +1,454 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// echo answers every request with what the handler saw of it, in several
+// ways chosen by the X-Reply header, so that a difference between how h1
+// and net/http parse a request, frame a reply or keep a connection shows
+// in the bytes the client reads.
+func echo(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s %d.%d host=%q len=%d close=%v err=%v\n", r.Method, r.RequestURI, r.Proto, r.ProtoMajor, r.ProtoMinor, r.Host, r.ContentLength, r.Close, err)
+	keys := make([]string, 0, len(r.Header))
+	for k := range r.Header {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%q\n", k, r.Header[k])
+	}
+	fmt.Fprintf(&b, "body=%q\n", body)
+	out := []byte(b.String())
+	switch r.Header.Get("X-Reply") {
+	case "length":
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+		w.Write(out)
+	case "sniff": // no Content-Type, no length: net/http sniffs and counts
+		w.Write(out)
+	case "large": // no length, more than is held: chunked
+		w.Header().Set("Content-Type", "text/plain")
+		for range 20 {
+			w.Write(out)
+			w.Write(bytes.Repeat([]byte("x"), 1000))
+		}
+	case "flush":
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(out)
+		http.NewResponseController(w).Flush()
+		w.Write(out)
+	case "nocontent":
+		w.WriteHeader(http.StatusNoContent)
+	case "close":
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(out)
+	case "badheader":
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header()["X-Split"] = []string{"a\r\nSet-Cookie: evil=1"}
+		w.Header()["Bad Key"] = []string{"v"}
+		w.Write(out)
+	case "status":
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusTeapot)
+		w.Write(out)
+	case "huge": // longer than one gathered write
+		w.Header().Set("Content-Type", "text/plain")
+		big := bytes.Repeat(out, (maxGather/len(out))+2)
+		w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+		w.Write(big)
+	default:
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(out)
+	}
+}
+
+// pair is a net/http server and an h1 server of the same handler.
+type pair struct {
+	std, fast string
+	h1        *Server
+}
+
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 5 * time.Second, ErrorLog: nil}
+}
+
+func startPair(t testing.TB, h http.Handler) *pair {
+	t.Helper()
+	std, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := newServer(h)
+	go hs.Serve(std)
+	s := New(newServer(h))
+	go s.Serve(fast)
+	t.Cleanup(func() {
+		hs.Close()
+		s.Close()
+	})
+	return &pair{std: std.Addr().String(), fast: fast.Addr().String(), h1: s}
+}
+
+// exchange writes raw to addr, ends the writing side and reads what comes
+// back until the server closes the connection.
+func exchange(t testing.TB, addr string, raw []byte) []byte {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		c.Write(raw)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	out, _ := io.ReadAll(c)
+	return out
+}
+
+// normal is the responses in raw, each as status, sorted headers without
+// Date, and body, or the bytes left where they stop parsing.
+func normal(raw []byte) string {
+	var b strings.Builder
+	br := bufio.NewReader(bytes.NewReader(raw))
+	for {
+		if _, err := br.Peek(1); err != nil {
+			return b.String()
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			rest, _ := io.ReadAll(br)
+			fmt.Fprintf(&b, "unparsed: %q\n", rest)
+			return b.String()
+		}
+		resp.Header.Del("Date")
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		resp.Body = nil
+		d, _ := httputil.DumpResponse(resp, false)
+		lines := strings.Split(strings.TrimSpace(string(d)), "\r\n")
+		slices.Sort(lines[1:])
+		fmt.Fprintf(&b, "%s\nchunked=%v close=%v\n%s\nerr=%v\n\n", strings.Join(lines, "\n"), resp.TransferEncoding != nil, resp.Close, body, err)
+	}
+}
+
+func post(headers, body string) string {
+	return "POST / HTTP/1.1\r\nHost: example.com\r\n" + headers + "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}
+
+// differential is the corpus both servers must answer alike: the plain
+// requests h1 serves, and every shape it hands to net/http, hostile ones
+// included.
+var differential = []struct{ name, raw string }{
+	{"plain", post("", `{"jsonrpc":"2.0"}`)},
+	{"no body", "POST / HTTP/1.1\r\nHost: h\r\n\r\n"},
+	{"keep-alive pipelined", post("", "a") + post("X-Reply: length\r\n", "bb") + post("", "ccc")},
+	{"connection close", post("Connection: close\r\n", "a") + post("", "never")},
+	{"connection keep-alive", post("Connection: Keep-Alive\r\n", "a") + post("", "b")},
+	{"reply with length", post("X-Reply: length\r\n", "a")},
+	{"reply sniffed", post("X-Reply: sniff\r\n", "<html>")},
+	{"reply chunked", post("X-Reply: large\r\n", "a") + post("", "after")},
+	{"reply flushed", post("X-Reply: flush\r\n", "a") + post("", "after")},
+	{"reply 204", post("X-Reply: nocontent\r\n", "a") + post("", "after")},
+	{"reply closes", post("X-Reply: close\r\n", "a") + post("", "never")},
+	{"reply bad header", post("X-Reply: badheader\r\n", "a")},
+	{"reply 418", post("X-Reply: status\r\n", "a")},
+	{"reply huge", post("X-Reply: huge\r\n", "a") + post("", "after")},
+	{"headers", post("Authorization: Bearer x\r\nx-lower: v\r\nX-Multi: 1\r\nX-Multi: 2\r\nX-Empty:\r\nX-Space:   padded\t \r\n", "a")},
+	{"obs-text value", post("X-Latin: caf\xe9\r\n", "a")},
+	{"CRLF after a POST", post("", "a") + "\r\n" + post("", "b")},
+	{"GET", "GET / HTTP/1.1\r\nHost: h\r\n\r\n"},
+	{"GET after POST", post("", "a") + "GET /x HTTP/1.1\r\nHost: h\r\n\r\n" + post("", "b")},
+	{"other path", "POST /mcp HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\na"},
+	{"query", "POST /?a=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\na"},
+	{"absolute form", "POST http://h/ HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\na"},
+	{"HTTP/1.0", "POST / HTTP/1.0\r\nContent-Length: 1\r\n\r\na"},
+	{"lowercase method", "post / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\na"},
+	{"no host", "POST / HTTP/1.1\r\nContent-Length: 1\r\n\r\na"},
+	{"two hosts", "POST / HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 1\r\n\r\na"},
+	{"bad host", "POST / HTTP/1.1\r\nHost: a b\r\nContent-Length: 1\r\n\r\na"},
+	{"chunked body", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n" + post("", "b")},
+	{"CL and TE", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + post("", "b")},
+	{"two lengths", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\na" + post("", "b")},
+	{"two lengths differ", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"},
+	{"signed length", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +1\r\n\r\na"},
+	{"length with space", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1 \r\n\r\na"},
+	{"huge length", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999\r\n\r\na"},
+	{"expect", "POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\na"},
+	{"upgrade h2c", "POST / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nContent-Length: 1\r\n\r\na"},
+	{"connection list", post("Connection: keep-alive, X-Foo\r\nX-Foo: 1\r\n", "a")},
+	{"pragma", post("Pragma: no-cache\r\n", "a")},
+	{"space before colon", "POST / HTTP/1.1\r\nHost: h\r\nX-A : 1\r\nContent-Length: 1\r\n\r\na"},
+	{"obs-fold", "POST / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n 2\r\nContent-Length: 1\r\n\r\na"},
+	{"bare LF", "POST / HTTP/1.1\nHost: h\nContent-Length: 1\n\na"},
+	{"bare LF in a header", "POST / HTTP/1.1\r\nHost: h\r\nX-A: 1\nX-B: 2\r\nContent-Length: 1\r\n\r\na"},
+	{"bare CR", "POST / HTTP/1.1\r\nHost: h\r\nX-A: 1\r2\r\nContent-Length: 1\r\n\r\na"},
+	{"NUL in a value", "POST / HTTP/1.1\r\nHost: h\r\nX-A: a\x00b\r\nContent-Length: 1\r\n\r\na"},
+	{"no colon", "POST / HTTP/1.1\r\nHost: h\r\nnocolon\r\nContent-Length: 1\r\n\r\na"},
+	{"empty key", "POST / HTTP/1.1\r\nHost: h\r\n: v\r\nContent-Length: 1\r\n\r\na"},
+	{"long header", post("X-Long: "+strings.Repeat("v", 70<<10)+"\r\n", "a")},
+	{"short body", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc"},
+	{"garbage", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03"},
+	{"h2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
+	{"cut short after a request", "POST / HTTP/1.1\r\nHost:\r\n\r\n0"},
+}
+
+// badRequest is net/http's answer to a request it cannot parse, as normal
+// writes it.
+const badRequest = "HTTP/1.1 400 Bad Request\nConnection: close\nContent-Type: text/plain; charset=utf-8\nchunked=false close=true\n400 Bad Request\nerr=<nil>\n\n"
+
+// alike tells whether h1's answers (got) are net/http's (want). One
+// difference is allowed: a request cut short by the end of the
+// connection, after requests h1 answered on it, gets net/http's 400 from
+// the connection h1 handed over, where net/http, on the connection it had
+// from the start, closes without a reply.
+func alike(got, want string) bool {
+	return got == want || strings.HasSuffix(got, badRequest) && strings.TrimSuffix(got, badRequest) == want && want != ""
+}
+
+func TestDifferential(t *testing.T) {
+	p := startPair(t, http.HandlerFunc(echo))
+	for _, tc := range differential {
+		t.Run(tc.name, func(t *testing.T) {
+			want := normal(exchange(t, p.std, []byte(tc.raw)))
+			got := normal(exchange(t, p.fast, []byte(tc.raw)))
+			if !alike(got, want) {
+				t.Errorf("h1 answered\n%s\nnet/http answered\n%s", got, want)
+			}
+		})
+	}
+}
+
+// FuzzDifferential holds h1 to net/http's answers for any bytes a client
+// sends.
+func FuzzDifferential(f *testing.F) {
+	for _, tc := range differential {
+		f.Add([]byte(tc.raw))
+	}
+	p := startPair(f, http.HandlerFunc(echo))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		want := normal(exchange(t, p.std, raw))
+		got := normal(exchange(t, p.fast, raw))
+		if !alike(got, want) {
+			t.Errorf("for %q h1 answered\n%s\nnet/http answered\n%s", raw, got, want)
+		}
+	})
+}
+
+// TestServedItself checks that the plain requests are h1's, not handed to
+// net/http, and the others are handed over.
+func TestServedItself(t *testing.T) {
+	var viaH1 atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := w.(*response); ok {
+			viaH1.Add(1)
+		}
+		io.Copy(io.Discard, r.Body)
+	})
+	p := startPair(t, h)
+	exchange(t, p.fast, []byte(post("", "a")+post("", "b")+"GET / HTTP/1.1\r\nHost: h\r\n\r\n"+post("", "c")))
+	if n := viaH1.Load(); n != 2 {
+		t.Errorf("h1 served %d requests, want the 2 before the GET (the rest of the connection is net/http's)", n)
+	}
+}
+
+// TestClientGone checks that a client that closes its connection during
+// a long request cancels the request's context, as net/http does.
+func TestClientGone(t *testing.T) {
+	cancelled := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+			cancelled <- r.Context().Err()
+		case <-time.After(5 * time.Second):
+			cancelled <- errors.New("not cancelled within 5s")
+		}
+	})
+	p := startPair(t, h)
+	c, err := net.Dial("tcp", p.fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte(post("", "a")))
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	if err := <-cancelled; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the request's context: %v, want canceled", err)
+	}
+}
+
+// TestWatchKeepsNextRequest checks that the byte the watch reads of a
+// next request (a client pipelining during a long request) is kept.
+func TestWatchKeepsNextRequest(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if string(b) == "slow" {
+			time.Sleep(5 * watchAfter)
+		}
+		w.Write(b)
+	})
+	p := startPair(t, h)
+	c, err := net.Dial("tcp", p.fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte(post("", "slow")))
+	time.Sleep(2 * watchAfter) // the watch is reading
+	c.Write([]byte(post("", "next")))
+	br := bufio.NewReader(c)
+	for _, want := range []string{"slow", "next"} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != want {
+			t.Errorf("reply %q, want %q", b, want)
+		}
+	}
+}
+
+// TestTimeouts checks the server's timeouts on the connections h1 serves.
+func TestTimeouts(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(&http.Server{Handler: h, ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: 300 * time.Millisecond})
+	go s.Serve(lis)
+	defer s.Close()
+	for _, tc := range []struct {
+		name string
+		send string
+		max  time.Duration
+	}{
+		{"idle", "", 2 * time.Second},
+		{"idle after a request", post("", "a"), 2 * time.Second},
+		{"slow head", "POST / HTTP/1.1\r\nHost: h\r\n", 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", lis.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			c.Write([]byte(tc.send))
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			io.ReadAll(c) // until the server closes
+			if d := time.Since(start); d > tc.max {
+				t.Errorf("closed after %v, want within %v", d, tc.max)
+			}
+		})
+	}
+}
+
+// TestShutdown checks that Shutdown closes idle connections at once and
+// lets a running request finish with its reply.
+func TestShutdown(t *testing.T) {
+	started := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.Header.Get("X-Slow") != "" {
+			close(started)
+			time.Sleep(300 * time.Millisecond)
+		}
+		w.Write([]byte("done"))
+	})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(&http.Server{Handler: h})
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(lis) }()
+	idle, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle.Write([]byte(post("", "a")))
+	if _, err := http.ReadResponse(bufio.NewReader(idle), nil); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy.Write([]byte(post("X-Slow: 1\r\n", "a")))
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	if err != nil {
+		t.Fatalf("the running request got no reply: %v", err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "done" || !resp.Close {
+		t.Errorf("reply %q close=%v, want done and Connection: close", b, resp.Close)
+	}
+	idle.SetReadDeadline(time.Now().Add(time.Second))
+	if n, err := idle.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("the idle connection is still open: %d, %v", n, err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve: %v, want ErrServerClosed", err)
+	}
+}
+
+// TestUnreadBody checks what happens to a body the handler does not read:
+// a short one is dropped and the connection serves the next request, a
+// long one closes the connection after a reply that says so.
+func TestUnreadBody(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("refused")) })
+	p := startPair(t, h)
+	for _, tc := range []struct {
+		name    string
+		size    int
+		replies int
+		close   bool
+	}{
+		{"short", 1000, 2, false},
+		{"long", maxDiscard + 1, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := post("", strings.Repeat("a", tc.size)) + post("", "b")
+			for _, addr := range []string{p.std, p.fast} {
+				out := normal(exchange(t, addr, []byte(raw)))
+				if n := strings.Count(out, "HTTP/1.1 200"); n != tc.replies {
+					t.Errorf("%s: %d replies, want %d:\n%s", addr, n, tc.replies, out)
+				}
+				if c := strings.Contains(out, "close=true"); c != tc.close {
+					t.Errorf("%s: Connection: close %v, want %v", addr, c, tc.close)
+				}
+			}
+		})
+	}
+}

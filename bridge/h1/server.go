@@ -1,0 +1,220 @@
+package h1
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server serves the plain POST / requests of a listener's connections
+// itself and hands the connections of every other request to HTTP.
+type Server struct {
+	// HTTP is the net/http server: its Handler serves every request, its
+	// timeouts and MaxHeaderBytes apply to both, and it serves the
+	// connections handed to it.
+	HTTP *http.Server
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	lis      net.Listener
+	handoff  *handoffListener
+	shutdown atomic.Bool
+	noKeep   atomic.Bool
+	served   chan error // HTTP.Serve's result
+}
+
+// New returns a Server in front of hs.
+func New(hs *http.Server) *Server {
+	return &Server{HTTP: hs, conns: make(map[*conn]struct{})}
+}
+
+// ErrServerClosed is what Serve returns after Shutdown or Close.
+var ErrServerClosed = http.ErrServerClosed
+
+// Serve accepts connections on lis until Shutdown or Close. TLS
+// connections go to HTTP at once (it negotiates the protocol by ALPN).
+func (s *Server) Serve(lis net.Listener) error {
+	s.mu.Lock()
+	if s.shutdown.Load() {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.lis = lis
+	s.handoff = newHandoffListener(lis)
+	s.served = make(chan error, 1)
+	s.mu.Unlock()
+	go func() { s.served <- s.HTTP.Serve(s.handoff) }()
+
+	var delay time.Duration // as net/http: back off on temporary errors
+	for {
+		c, err := lis.Accept()
+		if err != nil {
+			if s.shutdown.Load() {
+				return ErrServerClosed
+			}
+			if temporary(err) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			s.handoff.Close()
+			return err
+		}
+		delay = 0
+		if _, ok := c.(*tls.Conn); ok {
+			s.handoff.give(c)
+			continue
+		}
+		cn := s.newConn(c)
+		if cn == nil {
+			c.Close()
+			continue
+		}
+		go cn.serve()
+	}
+}
+
+// temporary tells whether an accept error says it may pass (EMFILE and
+// ENFILE do), as net/http retries them.
+func temporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+func (s *Server) newConn(c net.Conn) *conn {
+	cn := &conn{srv: s, c: c}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutdown.Load() {
+		return nil
+	}
+	s.conns[cn] = struct{}{}
+	return cn
+}
+
+func (s *Server) forget(cn *conn) {
+	s.mu.Lock()
+	delete(s.conns, cn)
+	s.mu.Unlock()
+}
+
+// SetKeepAlivesEnabled turns keep-alives on or off on both servers; off,
+// idle connections are closed and replies close theirs.
+func (s *Server) SetKeepAlivesEnabled(v bool) {
+	s.noKeep.Store(!v)
+	s.HTTP.SetKeepAlivesEnabled(v)
+	if !v {
+		s.closeIdle()
+	}
+}
+
+func (s *Server) keepAlive() bool { return !s.noKeep.Load() && !s.shutdown.Load() }
+
+// closeIdle closes the connections that wait for a request, and tells
+// whether none is left.
+func (s *Server) closeIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cn := range s.conns {
+		cn.closeIfIdle()
+	}
+	return len(s.conns) == 0
+}
+
+// Shutdown stops accepting connections, closes the idle ones, waits for
+// the requests being served to be answered, and shuts HTTP down, all
+// within ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdown.Store(true)
+	s.mu.Lock()
+	lis := s.lis
+	s.mu.Unlock()
+	if lis != nil {
+		lis.Close()
+	}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- s.HTTP.Shutdown(ctx) }()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !s.closeIdle() {
+		select {
+		case <-ctx.Done():
+			<-httpDone
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return <-httpDone
+}
+
+// Close closes the listener and every connection at once.
+func (s *Server) Close() error {
+	s.shutdown.Store(true)
+	s.mu.Lock()
+	if s.lis != nil {
+		s.lis.Close()
+	}
+	for cn := range s.conns {
+		cn.c.Close()
+	}
+	s.mu.Unlock()
+	return s.HTTP.Close()
+}
+
+// handoffListener gives HTTP.Serve the connections h1 hands over.
+type handoffListener struct {
+	addr   net.Addr
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newHandoffListener(lis net.Listener) *handoffListener {
+	return &handoffListener{addr: lis.Addr(), ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// give hands c to HTTP, or closes it when HTTP has stopped.
+func (l *handoffListener) give(c net.Conn) {
+	select {
+	case l.ch <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// replayConn is a connection whose first bytes, already read by h1, are
+// read again by HTTP.
+type replayConn struct {
+	net.Conn
+	buf []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.buf) > 0 {
+		n := copy(p, c.buf)
+		c.buf = c.buf[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
