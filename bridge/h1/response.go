@@ -2,7 +2,6 @@ package h1
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -158,7 +157,7 @@ func (w *response) writeBody(p []byte) {
 		return
 	}
 	if w.err == nil {
-		w.err = w.cn.write(net.Buffers{w.out, p})
+		w.err = w.cn.write(w.out, p)
 	}
 	w.out = w.out[:0]
 }
@@ -185,7 +184,7 @@ func (w *response) FlushError() error {
 
 func (w *response) flushOut() {
 	if len(w.out) > 0 && w.err == nil {
-		w.err = w.cn.write(net.Buffers{w.out})
+		w.err = w.cn.write(w.out, nil)
 	}
 	w.out = w.out[:0]
 }
