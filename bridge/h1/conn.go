@@ -23,7 +23,11 @@ const (
 	// watchAfter is how long a request runs before its connection is
 	// watched for the client going away, which then cancels the
 	// request's context, as net/http's background read does at once.
-	watchAfter = 10 * time.Millisecond
+	// Watching costs a goroutine and two system calls: a request that is
+	// answered sooner (most are, even on a loaded machine) never pays
+	// for it, and a call whose client went away holds its slot at most
+	// this long.
+	watchAfter = 500 * time.Millisecond
 	// rstAvoidanceDelay is how long a connection closed with a request
 	// body left unread waits, after it stopped writing, for the client
 	// to read the reply before the close resets it (net/http's too).
