@@ -156,8 +156,8 @@ type description struct {
 
 // describe renders the description of md. Its schemas are those of the
 // OpenRPC document of md: the whole params of a call over HTTP (the
-// request message; for a streaming method, as x-grpc-streaming.http
-// gives them) and the method's result, with every component they refer
+// request message by name; for a client or bidirectional stream, the
+// array x-grpc-streaming.http gives) and the method's result, with every component they refer
 // to, so that "#/components/schemas/..." references resolve in it.
 func describe(md protoreflect.MethodDescriptor, emitUnpopulated bool) ([]byte, error) {
 	raw, err := mapping.Document([]protoreflect.MethodDescriptor{md}, mapping.DocumentOptions{EmitUnpopulated: emitUnpopulated})
@@ -194,8 +194,11 @@ func describe(md protoreflect.MethodDescriptor, emitUnpopulated bool) ([]byte, e
 	d := description{Name: m.Name, GRPCMethod: m.GRPCMethod, Summary: m.Summary, Description: m.Description,
 		Example: exampleParams(md), Result: m.Result.Schema}
 	if m.Streaming != nil {
-		d.Streaming, d.Params = m.Streaming.Kind, m.Streaming.HTTP.Params
-	} else {
+		d.Streaming = m.Streaming.Kind
+	}
+	if md.IsStreamingClient() {
+		d.Params = m.Streaming.HTTP.Params // the array of the request messages
+	} else { // one request message, shown by name as for a unary method
 		input := string(md.Input().FullName()) + mapping.InputSuffix
 		if _, ok := doc.Components.Schemas[input]; !ok {
 			return nil, fmt.Errorf("describe: the document of %s has no schema %s", md.FullName(), input)
