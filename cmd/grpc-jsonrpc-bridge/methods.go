@@ -107,7 +107,7 @@ func sourceMethods(cmd *cobra.Command, stderr io.Writer) (config.Settings, []pro
 	if err != nil {
 		return s, nil, usageError(err)
 	}
-	log, err := newLogger(s, stderr)
+	log, err := commandLogger(s, stderr)
 	if err != nil {
 		return s, nil, usageError(err)
 	}
