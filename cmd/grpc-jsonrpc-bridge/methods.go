@@ -69,7 +69,8 @@ func newDescribeCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "describe METHOD (--backend HOST:PORT | --protoset FILE | --proto FILE [-I DIR])",
 		Short: "Print the params and result schemas of a method, with example params, and exit",
 		Long: "describe prints, as one JSON object, what the bridge serves as METHOD (a name\n" +
-			"list prints): its gRPC method, streaming kind and comments, an example params\n" +
+			"list prints, or the gRPC name as grpcurl takes it: helloworld.Greeter/SayHello):\n" +
+			"its gRPC method, streaming kind and comments, an example params\n" +
 			"object (exampleParams: every field with a placeholder of its type), and the\n" +
 			"JSON Schemas of its params and result, the same as in the OpenRPC document,\n" +
 			"with the component schemas they refer to.\n\n" + sourcesHelp,
