@@ -231,6 +231,8 @@ func TestDemoCallsMatchTheDocument(t *testing.T) {
 		// streaming methods, over HTTP: one request, one reply
 		{"demo.v1.Notes.WatchNotes", `{"tags": ["x"]}`},
 		{"demo.v1.Notes.WatchNotes", `{"tags": ["none"]}`},
+		{"demo.v1.Notes.WatchNotes", `[["x"], false]`}, // a server stream's one request by position
+		{"demo.v1.Notes.WatchNotes", `[]`},
 		{"demo.v1.Notes.ImportNotes", `[{"note": {"title": "Milk", "tags": ["x"]}}, {"note": {"title": "Eggs"}}]`},
 		{"demo.v1.Notes.ImportNotes", `[]`},
 		{"demo.v1.Notes.TagNotes", `[{"id": "$id", "tag": "pinned"}, {"id": "$id", "tag": "todo"}]`},
@@ -281,7 +283,8 @@ func TestDemoCallsMatchTheDocument(t *testing.T) {
 		{"by position: unknown nested field", "demo.v1.Notes.CreateNote", `[{"title": "t", "color": "red"}]`},
 		{"by position: params to a method without any", "demo.v1.Notes.GetCounter", `[1]`},
 		{"server stream by position", "demo.v1.Notes.WatchNotes", `[{"tags": ["x"]}]`},
-		{"server stream by position, as its fields", "demo.v1.Notes.WatchNotes", `[["x"], false]`},
+		{"server stream by position: too many", "demo.v1.Notes.WatchNotes", `[["x"], false, true]`},
+		{"server stream by position: misfit", "demo.v1.Notes.WatchNotes", `["x"]`},
 		{"client stream by name", "demo.v1.Notes.ImportNotes", `{"note": {"title": "t"}}`},
 		{"client stream message field", "demo.v1.Notes.ImportNotes", `[{"note": {"title": "t", "views": "many"}}]`},
 		{"client stream message not an object", "demo.v1.Notes.ImportNotes", `[{"note": {"title": "t"}}, "x"]`},

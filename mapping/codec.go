@@ -30,7 +30,8 @@ type Codec struct {
 	// then say why.
 	inPlan, outPlan *plan
 	inWhy, outWhy   string
-	// byPosition is set for unary methods, whose params may be an array
+	// byPosition is set for the methods that take one request message,
+	// unary and server streaming, whose params may be an array
 	// (positional.go).
 	byPosition bool
 }
@@ -48,9 +49,10 @@ func NewCodec(md protoreflect.MethodDescriptor, res Resolver, opts Options) *Cod
 		res:       res,
 		unmarshal: protojson.UnmarshalOptions{Resolver: res},
 		marshal:   protojson.MarshalOptions{Resolver: res, EmitUnpopulated: opts.EmitUnpopulated},
-		// Streaming methods keep their own rules for arrays: a client
-		// stream's array is its request messages (RequestElement).
-		byPosition: !md.IsStreamingClient() && !md.IsStreamingServer(),
+		// A client stream's array is its request messages
+		// (RequestElement); a unary or server-streaming method's array is
+		// its one request message by position.
+		byPosition: !md.IsStreamingClient(),
 	}
 	c.inPlan, c.inWhy = newPlan(md.Input())
 	if opts.EmitUnpopulated {
@@ -142,15 +144,16 @@ func (c *Codec) FastPath() (request, result string) {
 //
 // Absent params (nil or empty) give an empty message. A JSON object is read
 // by protojson: both lowerCamelCase JSON names and proto field names are
-// accepted, unknown fields are rejected. For a unary method, an array is
-// params by position: element i is the value of the i-th field of the
-// request message in declaration order, null or a missing element leaves
-// its field unset. Anything else is rejected, and so is an array for a
-// streaming method. Every failure is an *Error with CodeInvalidParams
-// whose message names the field and the reason and whose Data is
-// {"field": "<dotted JSON path>", "reason": "<reason>"} ("field" is left
-// out when the problem is not in one field); by position, Data has
-// "position" too, and the message names it.
+// accepted, unknown fields are rejected. For a unary or server-streaming
+// method, an array is params by position: element i is the value of the
+// i-th field of the request message in declaration order, null or a
+// missing element leaves its field unset. Anything else is rejected, and
+// so is an array for a client- or bidirectional-streaming method, whose
+// array is its request messages (RequestElement). Every failure is an
+// *Error with CodeInvalidParams whose message names the field and the
+// reason and whose Data is {"field": "<dotted JSON path>", "reason":
+// "<reason>"} ("field" is left out when the problem is not in one field);
+// by position, Data has "position" too, and the message names it.
 func (c *Codec) Request(params []byte) (proto.Message, *Error) {
 	m := c.in.New().Interface()
 	if len(params) == 0 {
@@ -166,7 +169,7 @@ func (c *Codec) Request(params []byte) (proto.Message, *Error) {
 		if c.byPosition {
 			return c.requestPositional(params)
 		}
-		return nil, invalidParams("", "params must be an object of named fields (by-name), not an array")
+		return nil, invalidParams("", "params of a client- or bidirectional-streaming method are the array of its request messages, not one message by position")
 	default:
 		return nil, invalidParams("", "params must be an object of named fields, got "+jsonKind(params, skipSpace(params, 0)))
 	}

@@ -71,9 +71,8 @@ func (s *schemas) streamingMethod(m *method, md protoreflect.MethodDescriptor) {
 			Schema: req,
 		}}
 	}
-	if !md.IsStreamingClient() {
-		m.ParamStructure = "by-name" // a server stream's array params are refused
-	}
+	// A server stream keeps "either" from method: its one request message
+	// by name or by position, as for a unary call.
 	if md.IsStreamingServer() {
 		m.Result.Schema = responses
 		m.Result.Description = joinText("Every response message of the stream, in order.", m.Result.Description)
@@ -112,19 +111,37 @@ func (s *schemas) streamingMethod(m *method, md protoreflect.MethodDescriptor) {
 		}
 	default:
 		x.Kind = KindServerStreaming
+		params := object{"anyOf": []any{req, positionalParams(m.Params)}}
 		x.HTTP = streamTransport{
-			Description: "params is the one request message, by name, as for a unary call; result is the array of " +
-				"every response message, in order, once the stream has ended.",
-			Params: req, Result: responses,
+			Description: "params is the one request message, by name or by position, as for a unary call; result " +
+				"is the array of every response message, in order, once the stream has ended.",
+			Params: params, Result: responses,
 		}
 		x.WebSocket = streamTransport{
 			Description: "params as over HTTP. The reply is the stream's id; each response message then arrives as an " +
 				"rpc.stream.message notification, and the end as one rpc.stream.end notification.",
-			Params: req, Result: opened, Notifications: events,
+			Params: params, Result: opened, Notifications: events,
 			Methods: []string{"rpc.stream.cancel"},
 		}
 	}
 	m.Streaming = x
+}
+
+// positionalParams is the schema of params by position whose elements are
+// the params ps, in order: element i is the value of ps[i] (whose schema
+// allows null, which leaves the field unset), and there are no more
+// elements than params.
+func positionalParams(ps []descriptor) object {
+	items := make([]any, len(ps))
+	for i, p := range ps {
+		items[i] = p.Schema
+	}
+	return object{
+		"type":            "array",
+		"description":     "The request message by position: element i is the value of param i of the method; null or a missing element leaves its field unset.",
+		"items":           items,
+		"additionalItems": false,
+	}
 }
 
 // streamOpened is the schema of the reply that opens a stream over

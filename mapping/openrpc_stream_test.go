@@ -39,9 +39,10 @@ func TestStreamingMethods(t *testing.T) {
 		wsMethods               []string
 	}{
 		{
-			method: "demo.v1.Notes.WatchNotes", kind: mapping.KindServerStreaming, structure: "by-name", server: true,
-			params:     []string{"tags", "follow"},
-			httpParams: []sample{{`{"tags": ["intro"], "follow": false}`, true}, {`{}`, true}, {`[{"tags": ["intro"]}]`, false}, {`{"tag": "x"}`, false}},
+			method: "demo.v1.Notes.WatchNotes", kind: mapping.KindServerStreaming, structure: "either", server: true,
+			params: []string{"tags", "follow"},
+			httpParams: []sample{{`{"tags": ["intro"], "follow": false}`, true}, {`{}`, true}, {`{"tag": "x"}`, false},
+				{`[["intro"], false]`, true}, {`[]`, true}, {`[null, true]`, true}, {`[{"tags": ["intro"]}]`, false}, {`[["intro"], false, 1]`, false}, {`["intro"]`, false}},
 			httpResult: []sample{{`[` + note + `, ` + note + `]`, true}, {`[]`, true}, {note, false}, {opened, false}},
 			wsResult:   []sample{{opened, true}, {`[]`, false}, {`{"stream": 1}`, false}},
 			wsMethods:  []string{"rpc.stream.cancel"},

@@ -192,12 +192,10 @@ func TestDocumentMethods(t *testing.T) {
 	byName := map[string]int{}
 	for i, m := range d.Methods {
 		byName[m.Name] = i
-		wantStructure := "either" // unary: by name or by position
-		switch x := m.Streaming; {
-		case x != nil && x.ClientStreaming:
+		// unary and server streaming: the one request message by name or by position
+		wantStructure := "either"
+		if x := m.Streaming; x != nil && x.ClientStreaming {
 			wantStructure = "by-position" // params are the array of request messages
-		case x != nil:
-			wantStructure = "by-name" // a server stream takes its request by name only
 		}
 		if m.ParamStructure != wantStructure {
 			t.Errorf("%s: paramStructure = %q, want %s", m.Name, m.ParamStructure, wantStructure)

@@ -170,16 +170,47 @@ func TestRequestByPositionErrors(t *testing.T) {
 	}
 }
 
-// TestStreamingMethodsRefuseParamsByPosition: an array is not params by
-// position for a streaming method; Request keeps refusing it as before.
-func TestStreamingMethodsRefuseParamsByPosition(t *testing.T) {
+// TestStreamingMethodsByPosition: a server-streaming method takes its one
+// request message by position, as a unary method does; for a client- or
+// bidirectional-streaming method an array is its request messages, never
+// one message by position, and Request refuses it.
+func TestStreamingMethodsByPosition(t *testing.T) {
 	b := loadBackend(t)
-	for _, name := range []protoreflect.FullName{"test.v1.TestService.ServerStream", "test.v1.TestService.ClientStream", "test.v1.TestService.BidiStream"} {
+	server := NewCodec(b.method(t, "test.v1.TestService.ServerStream"), NewResolver(b.types), Options{})
+	for _, tc := range []struct{ params, want string }{
+		{`[]`, `{}`},
+		{`[3]`, `{"count": 3}`},
+		{`[3, 5, null, null, "k"]`, `{"count": 3, "failCode": 5, "key": "k"}`},
+	} {
+		got, e := server.Request([]byte(tc.params))
+		if e != nil {
+			t.Fatalf("ServerStream %s: %v", tc.params, e)
+		}
+		want, e := server.Request([]byte(tc.want))
+		if e != nil {
+			t.Fatal(e)
+		}
+		if !proto.Equal(got, want) {
+			t.Errorf("ServerStream %s made %v, want %v", tc.params, got, want)
+		}
+		wire, e := server.AppendRequest(nil, []byte(tc.params))
+		if e != nil {
+			t.Fatalf("ServerStream AppendRequest %s: %v", tc.params, e)
+		}
+		m := server.in.New().Interface()
+		if err := proto.Unmarshal(wire, m); err != nil || !proto.Equal(m, want) {
+			t.Errorf("ServerStream AppendRequest %s made %v (%v), want %v", tc.params, m, err, want)
+		}
+	}
+	if _, e := server.Request([]byte(`["three"]`)); e == nil || e.Message != "Invalid params: position 0 (count): want an integer (int32), got the string \"three\"" {
+		t.Errorf("ServerStream [\"three\"]: got %v, want the error naming position 0 (count)", e)
+	}
+	for _, name := range []protoreflect.FullName{"test.v1.TestService.ClientStream", "test.v1.TestService.BidiStream"} {
 		c := NewCodec(b.method(t, name), NewResolver(b.types), Options{})
 		for _, params := range []string{`[]`, `[1]`} {
 			_, e := c.Request([]byte(params))
-			if e == nil || e.Message != "Invalid params: params must be an object of named fields (by-name), not an array" {
-				t.Errorf("%s %s: got %v, want the by-name error", name, params, e)
+			if e == nil || e.Message != "Invalid params: params of a client- or bidirectional-streaming method are the array of its request messages, not one message by position" {
+				t.Errorf("%s %s: got %v, want the error of a client stream", name, params, e)
 			}
 		}
 	}

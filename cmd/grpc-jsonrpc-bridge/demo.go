@@ -31,7 +31,7 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return usageError(err)
 			}
-			log, err := newLogger(s, stderr)
+			log, err := commandLogger(s, stderr)
 			if err != nil {
 				return usageError(err)
 			}

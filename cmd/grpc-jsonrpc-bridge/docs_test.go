@@ -17,8 +17,9 @@ import (
 
 // TestErrorsDocListsEveryHTTPStatus: docs/errors.md promises every HTTP
 // status the bridge answers; its table has a row for each status the
-// bridge package writes, and for 403, which the WebSocket library answers
-// to a refused Origin.
+// bridge's packages write (the explorer's 301 and 304 too), for 403,
+// which the WebSocket library answers to a refused Origin, and for its
+// 101.
 func TestErrorsDocListsEveryHTTPStatus(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/errors.md")
 	if err != nil {
@@ -40,15 +41,29 @@ func TestErrorsDocListsEveryHTTPStatus(t *testing.T) {
 			codes["Status"+strings.NewReplacer(" ", "", "-", "", "'", "").Replace(text)] = n
 		}
 	}
-	want := map[int]string{http.StatusForbidden: "coder/websocket's Origin check"}
-	files, err := filepath.Glob("../../bridge/*.go")
+	want := map[int]string{
+		http.StatusForbidden:          "coder/websocket's Origin check",
+		http.StatusSwitchingProtocols: "coder/websocket's upgrade",
+	}
+	// Every package of the bridge's HTTP face (the explorer, WebSocket,
+	// MCP, ... too), but not bridge/backend, which reads the statuses of
+	// the backend's replies.
+	var files []string
+	err = filepath.WalkDir("../../bridge", func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (d.Name() == "backend" || d.Name() == "testdata" || d.Name() == "node_modules"):
+			return filepath.SkipDir
+		case !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go"):
+			files = append(files, path)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
 		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +78,7 @@ func TestErrorsDocListsEveryHTTPStatus(t *testing.T) {
 				if !ok {
 					t.Errorf("%s: cannot tell the number of http.%s", file, sel.Sel.Name)
 				}
-				want[code] = filepath.Base(file)
+				want[code] = strings.TrimPrefix(file, "../../")
 			}
 			return true
 		})

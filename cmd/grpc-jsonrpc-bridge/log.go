@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/observe"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
@@ -26,4 +27,18 @@ func newLogger(s config.Settings, w io.Writer) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("log_format: want text or json, got %q", s.LogFormat)
 	}
+}
+
+// commandLogger is the logger of a command, newLogger's on w, which first
+// warns of the BRIDGE_* variables that look like misspelt settings (they
+// are not read).
+func commandLogger(s config.Settings, w io.Writer) (*slog.Logger, error) {
+	log, err := newLogger(s, w)
+	if err != nil {
+		return nil, err
+	}
+	for _, warning := range config.UnknownEnv(os.Environ()) {
+		log.Warn("config: environment variable " + warning + " (it is not read)")
+	}
+	return log, nil
 }

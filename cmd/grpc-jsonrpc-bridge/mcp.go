@@ -41,7 +41,7 @@ func newMCPCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return usageError(err)
 			}
-			log, err := newLogger(s, stderr)
+			log, err := commandLogger(s, stderr)
 			if err != nil {
 				return usageError(err)
 			}

@@ -28,16 +28,27 @@ const sourcesHelp = "The services come from a FileDescriptorSet (--protoset), .p
 
 func newListCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "list --backend HOST:PORT | --protoset FILE | --proto FILE [-I DIR]",
+		Use:   "list [SERVICE] (--backend HOST:PORT | --protoset FILE | --proto FILE [-I DIR])",
 		Short: "Print the name of every JSON-RPC method and exit",
 		Long: "list prints the JSON-RPC name of every method the bridge would serve, one per\n" +
 			"line, sorted: the names to call, such as helloworld.Greeter.SayHello (a\n" +
-			"package named rpc gets a leading dot: .rpc.ops.Ops.Ping).\n\n" + sourcesHelp,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+			"package named rpc gets a leading dot: .rpc.ops.Ops.Ping). With SERVICE (a\n" +
+			"full service name, such as helloworld.Greeter), only that service's methods.\n\n" + sourcesHelp,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return fmt.Errorf("list takes at most one SERVICE, such as helloworld.Greeter, and got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			_, methods, err := sourceMethods(cmd, stderr)
 			if err != nil {
 				return err
+			}
+			if len(args) == 1 {
+				if methods, err = serviceMethods(methods, args[0]); err != nil {
+					return usageError(err)
+				}
 			}
 			names := methodNames(methods)
 			slices.Sort(names)
@@ -58,7 +69,8 @@ func newDescribeCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "describe METHOD (--backend HOST:PORT | --protoset FILE | --proto FILE [-I DIR])",
 		Short: "Print the params and result schemas of a method, with example params, and exit",
 		Long: "describe prints, as one JSON object, what the bridge serves as METHOD (a name\n" +
-			"list prints): its gRPC method, streaming kind and comments, an example params\n" +
+			"list prints, or the gRPC name as grpcurl takes it: helloworld.Greeter/SayHello):\n" +
+			"its gRPC method, streaming kind and comments, an example params\n" +
 			"object (exampleParams: every field with a placeholder of its type), and the\n" +
 			"JSON Schemas of its params and result, the same as in the OpenRPC document,\n" +
 			"with the component schemas they refer to.\n\n" + sourcesHelp,
@@ -96,7 +108,7 @@ func sourceMethods(cmd *cobra.Command, stderr io.Writer) (config.Settings, []pro
 	if err != nil {
 		return s, nil, usageError(err)
 	}
-	log, err := newLogger(s, stderr)
+	log, err := commandLogger(s, stderr)
 	if err != nil {
 		return s, nil, usageError(err)
 	}
@@ -112,12 +124,71 @@ func methodNames(methods []protoreflect.MethodDescriptor) []string {
 	return names
 }
 
+// serviceName is the full name of md's service as list and describe take
+// it: protobuf's, with the leading dot where the JSON-RPC name has one
+// (a package named rpc).
+func serviceName(md protoreflect.MethodDescriptor) string {
+	name := mapping.MethodName(md)
+	return name[:len(name)-len(md.Name())-1]
+}
+
+// serviceMethods returns the methods of the service named service (with
+// or without the leading dot of a package named rpc), or an error
+// suggesting the nearest service names.
+func serviceMethods(methods []protoreflect.MethodDescriptor, service string) ([]protoreflect.MethodDescriptor, error) {
+	var out []protoreflect.MethodDescriptor
+	var services []string
+	for _, md := range methods {
+		s := serviceName(md)
+		if s == service || string(md.Parent().FullName()) == service {
+			out = append(out, md)
+		}
+		if !slices.Contains(services, s) {
+			services = append(services, s)
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	msg := fmt.Sprintf("no service %q", service)
+	slices.Sort(services)
+	if near := config.Suggest(service, services); len(near) > 0 {
+		msg += ": " + config.DidYouMean(near, strconv.Quote)
+	} else if _, err := findMethod(methods, service); err == nil {
+		msg += ": it is a method (describe prints it)"
+	}
+	if len(services) == 0 {
+		return nil, errors.New(msg + ": there are no services")
+	}
+	return nil, errors.New(msg + " (list without SERVICE prints every method)")
+}
+
 // findMethod returns the method of methods whose JSON-RPC name is name, or
-// an error suggesting the nearest names.
+// whose gRPC name is (as grpcurl spells it: helloworld.Greeter/SayHello,
+// with or without the leading slash), or an error suggesting the nearest
+// names.
 func findMethod(methods []protoreflect.MethodDescriptor, name string) (protoreflect.MethodDescriptor, error) {
 	names := methodNames(methods)
 	if i := slices.Index(names, name); i >= 0 {
 		return methods[i], nil
+	}
+	if strings.Contains(name, "/") {
+		path := "/" + strings.TrimPrefix(name, "/")
+		for _, md := range methods {
+			if path == "/"+string(md.Parent().FullName())+"/"+string(md.Name()) {
+				return md, nil
+			}
+		}
+	}
+	var ofService []string // name is a service: its methods
+	for i, md := range methods {
+		if serviceName(md) == name || string(md.Parent().FullName()) == name {
+			ofService = append(ofService, names[i])
+		}
+	}
+	if len(ofService) > 0 {
+		slices.Sort(ofService)
+		return nil, fmt.Errorf("%q is a service, not a method: describe one of its methods, %s", name, strings.Join(ofService, ", "))
 	}
 	slices.Sort(names)
 	near := config.Suggest(name, names)
@@ -156,8 +227,8 @@ type description struct {
 
 // describe renders the description of md. Its schemas are those of the
 // OpenRPC document of md: the whole params of a call over HTTP (the
-// request message; for a streaming method, as x-grpc-streaming.http
-// gives them) and the method's result, with every component they refer
+// request message by name; for a client or bidirectional stream, the
+// array x-grpc-streaming.http gives) and the method's result, with every component they refer
 // to, so that "#/components/schemas/..." references resolve in it.
 func describe(md protoreflect.MethodDescriptor, emitUnpopulated bool) ([]byte, error) {
 	raw, err := mapping.Document([]protoreflect.MethodDescriptor{md}, mapping.DocumentOptions{EmitUnpopulated: emitUnpopulated})
@@ -194,8 +265,11 @@ func describe(md protoreflect.MethodDescriptor, emitUnpopulated bool) ([]byte, e
 	d := description{Name: m.Name, GRPCMethod: m.GRPCMethod, Summary: m.Summary, Description: m.Description,
 		Example: exampleParams(md), Result: m.Result.Schema}
 	if m.Streaming != nil {
-		d.Streaming, d.Params = m.Streaming.Kind, m.Streaming.HTTP.Params
-	} else {
+		d.Streaming = m.Streaming.Kind
+	}
+	if md.IsStreamingClient() {
+		d.Params = m.Streaming.HTTP.Params // the array of the request messages
+	} else { // one request message, shown by name as for a unary method
 		input := string(md.Input().FullName()) + mapping.InputSuffix
 		if _, ok := doc.Components.Schemas[input]; !ok {
 			return nil, fmt.Errorf("describe: the document of %s has no schema %s", md.FullName(), input)

@@ -78,11 +78,11 @@ func TestListAndDescribeErrors(t *testing.T) {
 	}{
 		{name: "list without source", args: []string{"list"}, wantCode: exitUsage, wantStderr: []string{"--protoset", "--proto", "--backend"}},
 		{name: "list without reflection", args: []string{"list", "--backend", plain}, wantCode: exitFailure, wantStderr: []string{"no server reflection", "--protoset"}},
-		{name: "list takes no argument", args: []string{"list", "x", "--protoset", testProtoset}, wantCode: exitUsage, wantStderr: []string{`"x"`}},
+		{name: "list of an unknown service", args: []string{"list", "x", "--protoset", testProtoset}, wantCode: exitUsage, wantStderr: []string{`no service "x"`}},
 		{name: "describe without method", args: []string{"describe", "--protoset", testProtoset}, wantCode: exitUsage, wantStderr: []string{"one METHOD", "list"}},
 		{name: "describe unknown method", args: []string{"describe", "helloworld.Greeter.SayHelo", "--protoset", testProtoset},
 			wantCode: exitUsage, wantStderr: []string{`no method "helloworld.Greeter.SayHelo"`, `did you mean "helloworld.Greeter.SayHello"?`}},
-		{name: "describe by gRPC path", args: []string{"describe", "helloworld.Greeter/SayHello", "--protoset", testProtoset},
+		{name: "describe by gRPC path of no method", args: []string{"describe", "helloworld.Greeter/SayHelo", "--protoset", testProtoset},
 			wantCode: exitUsage, wantStderr: []string{`did you mean "helloworld.Greeter.SayHello"?`}},
 		{name: "describe by method name only", args: []string{"describe", "GetNote", "--protoset", testProtoset},
 			wantCode: exitUsage, wantStderr: []string{`did you mean "demo.v1.Notes.GetNote"?`}},

@@ -34,7 +34,7 @@ func newOpenRPCCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return usageError(err)
 			}
-			log, err := newLogger(s, stderr)
+			log, err := commandLogger(s, stderr)
 			if err != nil {
 				return usageError(err)
 			}

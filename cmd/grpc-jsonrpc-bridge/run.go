@@ -40,20 +40,25 @@ func failure(err error) error { return &exitError{code: exitFailure, err: err} }
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "grpc-jsonrpc-bridge: %v\n", err)
+	// The help to read is that of the command that failed.
+	path := root.CommandPath()
+	if cmd != nil {
+		path = cmd.CommandPath()
+	}
 	var e *exitError
 	if errors.As(err, &e) {
 		if e.code == exitUsage {
-			fmt.Fprintf(stderr, "Run 'grpc-jsonrpc-bridge --help' for usage.\n")
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", path)
 		}
 		return e.code
 	}
 	// Errors of cobra's own: an unknown command or flag, bad arguments.
-	fmt.Fprintf(stderr, "Run 'grpc-jsonrpc-bridge --help' for usage.\n")
+	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", path)
 	return exitUsage
 }
 

@@ -40,7 +40,7 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			if len(s.BackendList()) == 0 {
 				return usageError(errors.New("no backend: give --backend HOST:PORT, BRIDGE_BACKEND, or backend or backends in the config file"))
 			}
-			log, err := newLogger(s, stderr)
+			log, err := commandLogger(s, stderr)
 			if err != nil {
 				return usageError(err)
 			}

@@ -28,6 +28,10 @@ test("@open-rpc/client-js: a call without params sends params [] and works", asy
   assert.deepEqual(sent[0].params, []);
   const counter = await client.request({ method: "demo.v1.Notes.GetCounter" });
   assert.equal(typeof counter, "object");
+  // a server stream too: [] is its empty request, the result every message
+  const notes = await client.request({ method: "demo.v1.Notes.WatchNotes" });
+  assert.deepEqual(sent[2].params, []);
+  assert.ok(notes.some((n) => n.id === "n1"), JSON.stringify(notes));
 });
 
 test("@open-rpc/client-js: params by position and by name", async () => {
@@ -40,6 +44,9 @@ test("@open-rpc/client-js: params by position and by name", async () => {
   assert.equal(got.id, note.id);
   const listed = await client.request({ method: "demo.v1.Notes.ListNotes", params: [["npm"]] });
   assert.ok(listed.notes.some((n) => n.id === note.id));
+  // a server stream takes its one request by position, as a unary method
+  const watched = await client.request({ method: "demo.v1.Notes.WatchNotes", params: [["intro"], false] });
+  assert.deepEqual(watched.map((n) => n.id), ["n1"]);
   // a client stream takes the array of its request messages
   const imported = await client.request({ method: "demo.v1.Notes.ImportNotes", params: [{ note: { title: "a" } }, { note: { title: "b" } }] });
   assert.equal(imported.count, "2");

@@ -125,6 +125,8 @@ const samples = [
   { method: "demo.v1.Notes.Increment", params: { delta: 9007199254740993 }, valid: true },
   { method: "demo.v1.Notes.ListNotes", params: [["intro"]], valid: true },
   { method: "demo.v1.Notes.TagNotes", params: [{ id: "n1", tag: "npm" }], valid: true },
+  { method: "demo.v1.Notes.WatchNotes", params: [["intro"], false], valid: true },
+  { method: "demo.v1.Notes.WatchNotes", params: [], valid: true },
   { method: "test.v1.TestService.Echo", params: { fInt64: "-9223372036854775808", fUint64: "18446744073709551615", fDouble: "NaN", fFloat: 1.5, fBytes: "AAE=" }, valid: true },
   { method: "test.v1.TestService.Echo", params: [1.5, -2, 3, "4", 5, "6"], valid: true },
   // invalid
@@ -136,6 +138,7 @@ const samples = [
   { method: "demo.v1.Notes.Increment", params: ["five"], valid: false },
   { method: "demo.v1.Notes.Increment", params: { delta: 1.5 }, valid: false },
   { method: "demo.v1.Notes.GetNote", params: { id: 1 }, valid: false },
+  { method: "demo.v1.Notes.WatchNotes", params: ["intro"], valid: false },
   { method: "test.v1.TestService.Echo", params: { fInt64: "x" }, valid: false },
   { method: "test.v1.TestService.Echo", params: [null, null, 2147483648], valid: false },
 ];

@@ -35,6 +35,23 @@ except jsonrpclib.ProtocolError as e:
     code, message = e.args[0][0], e.args[0][1]
     check("jsonrpclib: a gRPC status as an error", (code, message), (5, 'note "nope" not found'))
 
+try:
+    proxy.helloworld.Greeter.SayHello(42)
+    sys.exit("jsonrpclib: SayHello(42) succeeded")
+except jsonrpclib.ProtocolError as e:
+    code, message = e.args[0][0], e.args[0][1]
+    check("jsonrpclib: a misfit by position", (code, message), (-32602, "Invalid params: position 0 (name): want a string, got number"))
+# a server stream takes its one request by position too; its result is
+# the array of its messages
+watched = proxy.demo.v1.Notes.WatchNotes(["intro"])
+check("jsonrpclib: a server stream by position", [n["id"] for n in watched], ["n1"])
+# a batch: jsonrpclib's MultiCall
+multi = jsonrpclib.MultiCall(proxy)
+multi.helloworld.Greeter.SayHello("Ada")
+multi.demo.v1.Notes.GetNote("n1")
+hello, welcome = multi()
+check("jsonrpclib: MultiCall", (hello, welcome["id"]), ({"message": "Hello, Ada!"}, "n1"))
+
 # requests: a call and a batch, by name.
 r = requests.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "helloworld.Greeter.SayHello", "params": {"name": "Ada"}})
 check("requests: HTTP status", r.status_code, 200)
