@@ -53,7 +53,7 @@ func newResponse(cn *conn, r *http.Request, close bool) *response {
 }
 
 func (w *response) release() {
-	if cap(w.out) <= 4*bufferBeforeChunking {
+	if cap(w.out) <= maxGather+4<<10 { // a head and a gathered body
 		b := w.out[:0]
 		outPool.Put(&b)
 	}
