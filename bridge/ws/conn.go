@@ -468,7 +468,7 @@ func (c *wsConn) repliesUnread() *mapping.Error {
 	value := strconv.FormatInt(c.s.opts.WSBufferBytes, 10)
 	return wire.Status(codes.ResourceExhausted, "SLOW_CLIENT",
 		"the client has not read the replies waiting for it, over ws_buffer_bytes ("+value+
-			" bytes) with this one; the call ran, but its reply was dropped: read the earlier replies before calling again",
+			" bytes) with this one, so its reply was dropped (the call may have run): read the earlier replies before calling again",
 		"limit", "ws_buffer_bytes", "value", value)
 }
 
