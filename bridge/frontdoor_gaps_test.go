@@ -300,3 +300,82 @@ func (l tinyBuffers) Accept() (net.Conn, error) {
 	}
 	return c, err
 }
+
+// TestMCPSlowBodies is point 1 at /mcp: bodies being read there count
+// among the client's, as those of POST / do, so a client that sends many
+// bodies slowly has at most max_body_reads_per_client of them read (the
+// others get 429 at once), body_timeout ends those, and other clients are
+// answered meanwhile.
+func TestMCPSlowBodies(t *testing.T) {
+	const reads, attackers = 2, 6
+	const bodyTimeout = 2 * time.Second
+	e := newEnv(t, bridge.Options{MaxBodyReadsPerClient: reads, BodyTimeout: bodyTimeout, Metrics: newMetrics(t)})
+	addr := strings.TrimPrefix(e.url, "http://")
+	answers := make(chan rawAnswer, attackers)
+	start := time.Now()
+	for i := range attackers {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "POST /mcp HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\n"+
+			"Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			a := rawAnswer{i: i}
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				a.status, a.body = resp.StatusCode, string(b)
+			}
+			a.at = time.Now()
+			answers <- a
+		}()
+	}
+	refused := 0
+	settled := time.After(bodyTimeout / 2)
+collect:
+	for refused < attackers-reads {
+		select {
+		case a := <-answers:
+			if a.status != http.StatusTooManyRequests || !strings.Contains(a.body, "max_body_reads_per_client") {
+				t.Fatalf("attacker %d: got HTTP %d %s, want 429 naming max_body_reads_per_client", a.i, a.status, a.body)
+			}
+			refused++
+		case <-settled:
+			break collect
+		}
+	}
+	if refused != attackers-reads {
+		t.Fatalf("%d of %d slow MCP bodies were refused at once, want %d (all but max_body_reads_per_client)", refused, attackers, attackers-reads)
+	}
+	// Another client is answered, at /mcp and at POST /.
+	if code, body := e.post(t, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`); code != http.StatusOK {
+		t.Errorf("POST / during the attack: got HTTP %d %s", code, body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "protocolVersion") {
+		t.Errorf("MCP initialize during the attack: got HTTP %d %s", resp.StatusCode, b)
+	}
+	// body_timeout ends the bodies being read.
+	for range reads {
+		select {
+		case a := <-answers:
+			if took := a.at.Sub(start); took < bodyTimeout-50*time.Millisecond {
+				t.Errorf("attacker %d: answered HTTP %d after %s, before body_timeout (%s)", a.i, a.status, took, bodyTimeout)
+			}
+		case <-time.After(bodyTimeout + 10*time.Second):
+			t.Fatal("the MCP bodies being read were not ended after body_timeout")
+		}
+	}
+}

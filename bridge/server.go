@@ -194,9 +194,10 @@ type Options struct {
 	// the stream (HTTP/2) is closed and the request's MaxInFlight slot
 	// freed. Zero means DefaultReplyTimeout.
 	ReplyTimeout time.Duration
-	// MaxBodyReadsPerClient bounds the POST / bodies being read at once
-	// for one client: its identity, or its IP address when authentication
-	// is off; more get HTTP 429. Zero means DefaultMaxBodyReadsPerClient.
+	// MaxBodyReadsPerClient bounds the POST / (and POST /mcp) bodies
+	// being read at once for one client: its identity, or its IP address
+	// when authentication is off; more get HTTP 429. Zero means
+	// DefaultMaxBodyReadsPerClient.
 	MaxBodyReadsPerClient int
 	// MaxBodyReadsPerConnection bounds the POST / bodies being read at
 	// once on one HTTP/2 connection (an HTTP/1 connection reads one at a

@@ -70,7 +70,7 @@ func keys() []key {
 		{name: "idle_timeout", usage: "close keep-alive connections idle this long", field: func(s *Settings) any { return &s.IdleTimeout }},
 		{name: "body_timeout", usage: "longest time the body of a POST / may take to arrive; then HTTP 408", field: func(s *Settings) any { return &s.BodyTimeout }},
 		{name: "reply_timeout", usage: "longest time the reply of a POST / (or GET /openrpc.json) may take to be written once ready; then the connection or stream is closed", field: func(s *Settings) any { return &s.ReplyTimeout }},
-		{name: "max_body_reads_per_client", usage: "most POST / bodies being read at once for one client (its identity, or its IP address with authentication off); more get HTTP 429", field: func(s *Settings) any { return &s.MaxBodyReadsPerClient }},
+		{name: "max_body_reads_per_client", usage: "most POST / (and /mcp) bodies being read at once for one client (its identity, or its IP address with authentication off); more get HTTP 429", field: func(s *Settings) any { return &s.MaxBodyReadsPerClient }},
 		{name: "max_body_reads_per_connection", usage: "most POST / bodies being read at once on one HTTP/2 connection; more get HTTP 429", field: func(s *Settings) any { return &s.MaxBodyReadsPerConnection }},
 		{name: "http2_max_concurrent_streams", usage: "most concurrent streams (requests) on one HTTP/2 connection (over TLS, or with prior knowledge on the plain listener)", field: func(s *Settings) any { return &s.HTTP2MaxConcurrentStreams }},
 		{name: "max_ws_connections", usage: "most open WebSocket connections; more get HTTP 429", field: func(s *Settings) any { return &s.MaxWSConnections }},
