@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/h1"
 )
 
 // Attacks of issue 13 that its first tests left out, each against a real
@@ -222,31 +223,45 @@ func unreadConn(t *testing.T, addr, req string) net.Conn {
 }
 
 // TestUnreadGzipRepliesFreeSlots is point 2 for clients that ask for
-// gzip: the compressed reply is written under reply_timeout too, so
-// clients that never read it free their slots when it expires.
+// gzip, and for both HTTP/1.1 servers the command runs (net/http, and h1
+// in front of it, which serves plain POST / itself): the reply, compressed
+// or not, is written under reply_timeout, so clients that never read it
+// free their slots when it expires.
 func TestUnreadGzipRepliesFreeSlots(t *testing.T) {
 	const maxInFlight = 2
 	const replyTimeout = time.Second
-	e := newEnv(t, bridge.Options{MaxInFlight: maxInFlight, ReplyTimeout: replyTimeout, Metrics: newMetrics(t)})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: e.bridge}
-	go hs.Serve(smallBuffers{lis})
-	t.Cleanup(func() { hs.Close() })
-	addr := lis.Addr().String()
 	big := `{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"fString":"` + incompressible(2<<20) + `"},"id":1}`
-	for range maxInFlight {
-		unreadConn(t, addr, fmt.Sprintf("POST / HTTP/1.1\r\nHost: %s\r\nAccept-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s", addr, len(big), big))
-	}
-	eventually(t, "the attackers to hold every slot", func() bool { return inFlight(t, e) == maxInFlight })
-	// Still connected, never reading: the deadline frees the slots.
-	eventually(t, "the slots to be freed", func() bool { return inFlight(t, e) == 0 })
-	for i := range 4 {
-		resp, body := postAs(t, "http://"+addr, http.Header{"Accept-Encoding": {"gzip"}}, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("legitimate call %d after reply_timeout: got HTTP %d %s, want 200", i, resp.StatusCode, body)
+	for _, front := range []string{"net/http", "h1"} {
+		for _, enc := range []string{"identity", "gzip"} {
+			t.Run(front+"/"+enc, func(t *testing.T) {
+				e := newEnv(t, bridge.Options{MaxInFlight: maxInFlight, ReplyTimeout: replyTimeout, Metrics: newMetrics(t)})
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				hs := &http.Server{Handler: e.bridge}
+				if front == "h1" {
+					f := h1.New(hs)
+					go f.Serve(smallBuffers{lis})
+					t.Cleanup(func() { f.Close() })
+				} else {
+					go hs.Serve(smallBuffers{lis})
+					t.Cleanup(func() { hs.Close() })
+				}
+				addr := lis.Addr().String()
+				for range maxInFlight {
+					unreadConn(t, addr, fmt.Sprintf("POST / HTTP/1.1\r\nHost: %s\r\nAccept-Encoding: %s\r\nContent-Length: %d\r\n\r\n%s", addr, enc, len(big), big))
+				}
+				eventually(t, "the attackers to hold every slot", func() bool { return inFlight(t, e) == maxInFlight })
+				// Still connected, never reading: the deadline frees the slots.
+				eventually(t, "the slots to be freed", func() bool { return inFlight(t, e) == 0 })
+				for i := range 4 {
+					resp, body := postAs(t, "http://"+addr, http.Header{"Accept-Encoding": {enc}}, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`)
+					if resp.StatusCode != http.StatusOK {
+						t.Fatalf("legitimate call %d after reply_timeout: got HTTP %d %s, want 200", i, resp.StatusCode, body)
+					}
+				}
+			})
 		}
 	}
 }
