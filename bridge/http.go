@@ -266,7 +266,7 @@ func writeJSON(w http.ResponseWriter, code int, body []byte) {
 var jsonContentType = []string{"application/json"}
 
 // serveDocument answers GET /openrpc.json with the document the caller
-// of x may see. Its refusals are counted and logged.
+// of x may see, within reply_timeout. Its refusals are counted and logged.
 func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -284,5 +284,10 @@ func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request, x *exchan
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"error":"the backend's services are not discovered yet"}`))
 		return
 	}
+	// The document may be large: a client that does not read it is held
+	// to reply_timeout, as the reply of a POST / is.
+	rc := http.NewResponseController(w)
+	s.startReply(rc)
+	defer s.endReply(rc, r)
 	writeJSON(w, http.StatusOK, doc)
 }

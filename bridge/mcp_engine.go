@@ -116,27 +116,41 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		// A POST's reply streams until its call ends.
 		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.MaxCallTimeout + s.opts.ReplyTimeout))
-		if r.Body != nil {
+		if r.Body != nil && r.Body != http.NoBody {
+			// The body is read under body_timeout and counts among the
+			// client's bodies being read, as a POST /'s does.
+			key := clientKey(r, x)
+			if !s.startReading(w, r, x, key) {
+				return
+			}
+			var once sync.Once
+			done := func() { once.Do(func() { s.doneReading(r, key) }) }
+			defer done()
 			_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
-			r.Body = &liftOnEOF{ReadCloser: r.Body, rc: rc}
+			r.Body = &liftOnEOF{ReadCloser: r.Body, rc: rc, read: done}
 		}
 	}
 	s.MCP().Handler().ServeHTTP(w, r)
 }
 
 // liftOnEOF lifts the read deadline of a request once its body is read,
-// as serveRPC does: over HTTP/1 it would end the request's context.
+// as serveRPC does: over HTTP/1 it would end the request's context. On
+// the body's end, or its failure, it calls read.
 type liftOnEOF struct {
 	io.ReadCloser
 	rc   *http.ResponseController
+	read func()
 	done bool
 }
 
 func (b *liftOnEOF) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.done {
+	if err != nil && !b.done {
 		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
+		if err == io.EOF {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+		b.read()
 	}
 	return n, err
 }

@@ -108,8 +108,11 @@ type Options struct {
 	// none waits. Zero means DefaultStreamBufferBytes.
 	StreamBufferBytes int64
 	// WSBufferBytes bounds the bytes of the messages of all the streams of
-	// one WebSocket connection as StreamBufferBytes bounds one stream's.
-	// Zero means DefaultWSBufferBytes.
+	// one WebSocket connection as StreamBufferBytes bounds one stream's,
+	// and the replies to its frames waiting to be written: a reply that
+	// would take those past it, when others wait, is dropped and its
+	// calls answered RESOURCE_EXHAUSTED (SLOW_CLIENT). Zero means
+	// DefaultWSBufferBytes.
 	WSBufferBytes int64
 	// SlowClientTimeout is how long a stream whose buffer, or whose
 	// connection's (StreamBuffer, StreamBufferBytes, WSBufferBytes), is
@@ -186,14 +189,15 @@ type Options struct {
 	// it is shorter); past it the request is answered HTTP 408. Zero means
 	// DefaultBodyTimeout.
 	BodyTimeout time.Duration
-	// ReplyTimeout bounds the time the reply of a POST / takes to be
-	// written, from when it is ready; past it the connection (HTTP/1) or
+	// ReplyTimeout bounds the time the reply of a POST / (or of GET
+	// /openrpc.json) takes to be written, from when it is ready; past it the connection (HTTP/1) or
 	// the stream (HTTP/2) is closed and the request's MaxInFlight slot
 	// freed. Zero means DefaultReplyTimeout.
 	ReplyTimeout time.Duration
-	// MaxBodyReadsPerClient bounds the POST / bodies being read at once
-	// for one client: its identity, or its IP address when authentication
-	// is off; more get HTTP 429. Zero means DefaultMaxBodyReadsPerClient.
+	// MaxBodyReadsPerClient bounds the POST / (and POST /mcp) bodies
+	// being read at once for one client: its identity, or its IP address
+	// when authentication is off; more get HTTP 429. Zero means
+	// DefaultMaxBodyReadsPerClient.
 	MaxBodyReadsPerClient int
 	// MaxBodyReadsPerConnection bounds the POST / bodies being read at
 	// once on one HTTP/2 connection (an HTTP/1 connection reads one at a

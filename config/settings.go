@@ -95,7 +95,7 @@ type Settings struct {
 	// with authentication off) and on one HTTP/2 connection.
 	MaxBodyReadsPerClient, MaxBodyReadsPerConnection int
 	// HTTP2MaxConcurrentStreams bounds the streams of one HTTP/2
-	// connection (HTTPS listener).
+	// connection (over TLS, or h2c with prior knowledge).
 	HTTP2MaxConcurrentStreams int
 	// MaxWSConnections and MaxWSConnectionsPerClient bound the open
 	// WebSocket connections, in all and per client.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -322,10 +323,10 @@ func (c *wsConn) dispatch(msg *wire.Message, perr *mapping.Error, n int) {
 	f := &wsFrame{conn: c}
 	x := *c.x
 	x.Session = f
-	answer := func(reply []byte) {
+	answer := func(reply []byte) { // a short reply, never dropped
 		c.wg.Go(func() {
 			defer c.release(n)
-			c.reply(f, reply)
+			c.reply(f, nil, reply)
 		})
 	}
 	front := c.s.front
@@ -338,7 +339,7 @@ func (c *wsConn) dispatch(msg *wire.Message, perr *mapping.Error, n int) {
 			answer(rateRefusal(ref))
 			return
 		}
-		answer(front.Run(c.ctx, msg, &x, nil))
+		answer(front.Run(c.ctx, msg, &x, nil)) // short, and it acted already
 		return
 	}
 	ref, ok := front.Enter()
@@ -350,12 +351,17 @@ func (c *wsConn) dispatch(msg *wire.Message, perr *mapping.Error, n int) {
 		defer c.release(n)
 		defer front.Leave()
 		var reply []byte
-		defer func() { c.reply(f, reply) }()
+		var ran *wire.Message // the message whose reply this is, once it ran
+		defer func() {
+			r := reply
+			reply = nil // c.reply may drop it: keep it reachable from there alone
+			c.reply(f, ran, r)
+		}()
 		if ref, ok := front.Admit(c.x, msg.Len()); !ok {
 			reply = rateRefusal(ref)
 			return
 		}
-		reply = front.Run(c.ctx, msg, &x, nil)
+		reply, ran = front.Run(c.ctx, msg, &x, nil), msg
 	})
 }
 
@@ -398,12 +404,72 @@ func refuseFrame(msg *wire.Message, e *mapping.Error) []byte {
 }
 
 // reply writes the reply of f, if any, and then lets the streams it
-// opened start.
-func (c *wsConn) reply(f *wsFrame, reply []byte) {
+// opened start. While it waits for the socket the reply counts in the
+// connection's WSBufferBytes (see countReply): when msg, the message it
+// answers, is given, opened no stream, and its reply does not fit, the
+// reply is dropped and each call of msg gets SLOW_CLIENT instead.
+func (c *wsConn) reply(f *wsFrame, msg *wire.Message, reply []byte) {
 	defer f.replied()
-	if len(reply) > 0 {
-		c.write(reply)
+	if len(reply) == 0 {
+		return
 	}
+	f.mu.Lock()
+	refusable := msg != nil && len(f.opened) == 0
+	f.mu.Unlock()
+	n := int64(len(reply))
+	if !c.countReply(n, refusable) {
+		reply = refuseFrame(msg, c.repliesUnread())
+		if len(reply) == 0 {
+			return
+		}
+		n = int64(len(reply))
+		c.countReply(n, false)
+	}
+	defer c.uncountReply(n)
+	c.write(reply)
+}
+
+// countReply counts n bytes of a reply waiting for the socket among the
+// connection's bytes waiting for the client (those of its streams too, so
+// that they stop reading their backends while replies wait), unless
+// refusable and the replies already waiting would go past WSBufferBytes
+// with it: then it counts nothing and returns false. A reply with no
+// other waiting always fits, so one of up to max_response_bytes is always
+// sent.
+func (c *wsConn) countReply(n int64, refusable bool) bool {
+	b := &c.buffered
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if refusable && b.replies > 0 && b.replies+n > c.s.opts.WSBufferBytes {
+		return false
+	}
+	b.replies += n
+	b.out += n
+	return true
+}
+
+// uncountReply counts a written reply of n bytes no longer waiting, and
+// wakes the streams waiting for room.
+func (c *wsConn) uncountReply(n int64) {
+	b := &c.buffered
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.replies -= n
+	b.out -= n
+	if b.room != nil {
+		close(b.room)
+		b.room = nil
+	}
+}
+
+// repliesUnread is the error of each call whose reply did not fit in
+// WSBufferBytes beside the replies the client has not read yet.
+func (c *wsConn) repliesUnread() *mapping.Error {
+	value := strconv.FormatInt(c.s.opts.WSBufferBytes, 10)
+	return wire.Status(codes.ResourceExhausted, "SLOW_CLIENT",
+		"the client has not read the replies waiting for it, over ws_buffer_bytes ("+value+
+			" bytes) with this one, so its reply was dropped (the call may have run): read the earlier replies before calling again",
+		"limit", "ws_buffer_bytes", "value", value)
 }
 
 // write sends one text frame. A frame that cannot be written within

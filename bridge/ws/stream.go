@@ -65,10 +65,12 @@ type sent struct {
 }
 
 // wsBuffered counts the bytes of the messages of a connection's streams
-// that wait: out for the socket, in for the backend.
+// that wait: out for the socket, in for the backend; out counts the
+// frames' replies waiting for the socket too.
 type wsBuffered struct {
 	mu      sync.Mutex
 	out, in int64
+	replies int64         // of out: the bytes of frames' replies waiting for the socket
 	room    chan struct{} // closed when messages leave out; nil while no stream waits for room
 }
 
