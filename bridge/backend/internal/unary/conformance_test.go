@@ -1096,7 +1096,7 @@ func TestConformanceWindowOverflow(t *testing.T) {
 					t.Errorf("the peer saw %q; want RST_STREAM(1, FLOW_CONTROL_ERROR)", r.seen)
 				}
 				if !tt.rst && r.goAway != http2.ErrCodeFlowControl {
-					t.Logf("the peer saw %q; RFC 9113 wants GOAWAY(FLOW_CONTROL_ERROR)", r.seen)
+					t.Errorf("the peer saw %q; want GOAWAY(FLOW_CONTROL_ERROR), a connection error (RFC 9113)", r.seen)
 				}
 			case <-time.After(6 * time.Second):
 				t.Fatal("the peer did not report")
