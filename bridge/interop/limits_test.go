@@ -175,7 +175,7 @@ func testUnannouncedHeaderList(t *testing.T, b *bridgeProc, direct bool) {
 		switch {
 		case !direct:
 			t.Logf("grpc-go: call %d with metadata of 80 KiB: %s after %s", i, r, took.Round(time.Millisecond))
-		case r.code() != 14 || took > time.Second:
+		case r.code() != 14 || took > 2*time.Second: // not the deadline of 3s
 			t.Errorf("call %d with metadata of 80 KiB: %s after %s; want code 14 at once, the connection GOAWAY'd", i, r, took)
 		}
 		if r := b.mustResult(t, svc+"Count", map[string]any{"key": fmt.Sprintf("after-%d", i)}, nil); r.err != nil {
