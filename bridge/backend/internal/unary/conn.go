@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -659,8 +660,11 @@ func (cn *conn) onReset(id uint32, code uint32) {
 	if call == nil {
 		return
 	}
-	c, msg := codes.Internal, "stream terminated by RST_STREAM with error code "
+	// grpc-go's http2ErrConvTab, and its message (handleRSTStream).
+	c, msg := codes.Internal, "stream terminated by RST_STREAM with error code: "
 	switch code {
+	case errCodeFlowControl:
+		c = codes.ResourceExhausted
 	case errCodeRefusedStream:
 		call.refused = true
 		c = codes.Unavailable
@@ -675,6 +679,10 @@ func (cn *conn) onReset(id uint32, code uint32) {
 		c = codes.ResourceExhausted
 	case errCodeInadequateSec:
 		c = codes.PermissionDenied
+	default:
+		if code > errCodeHTTP11Required {
+			c = codes.Unknown // a code grpc-go has no entry for
+		}
 	}
 	cn.finishLocked(call, status.Error(c, msg+rstCodeName(code)))
 }
@@ -686,7 +694,7 @@ func rstCodeName(code uint32) string {
 	if int(code) < len(names) {
 		return names[code]
 	}
-	return "UNKNOWN"
+	return fmt.Sprintf("unknown error code 0x%x", code) // as x/net/http2's ErrCode.String
 }
 
 var errFlowControl = connError{errCodeFlowControl, "the backend overflowed a flow-control window"}
