@@ -3,6 +3,7 @@ package interop_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -304,6 +305,8 @@ type backendOptions struct {
 	keepaliveTime        time.Duration
 	keepaliveTimeout     time.Duration
 	noReflection         bool // serve without reflection (kind.reflectionOff)
+	maxMessageBytes      int  // the largest message the server takes; 0: 16 MiB
+	maxMetadataBytes     int  // the server's header list limit (grpcio only); 0: 64 KiB
 }
 
 func (o backendOptions) flags() []string {
@@ -321,6 +324,8 @@ func (o backendOptions) flags() []string {
 	num("max-connection-age-grace-ms", int(o.maxConnectionGrace/time.Millisecond))
 	num("keepalive-time-ms", int(o.keepaliveTime/time.Millisecond))
 	num("keepalive-timeout-ms", int(o.keepaliveTimeout/time.Millisecond))
+	num("max-message-bytes", o.maxMessageBytes)
+	num("max-metadata-bytes", o.maxMetadataBytes)
 	if o.noReflection {
 		f = append(f, "--reflection", "off")
 	}
@@ -401,6 +406,7 @@ type bridgeConfig struct {
 	protoset        bool // describe the backend with proto/testpb/test.protoset instead of reflection
 	requestHeaders  []string
 	responseHeaders []string
+	maxMetadata     int // max_metadata_bytes; 0: maxMetadataBytes
 }
 
 // bridgeProc is a running bridge.
@@ -460,7 +466,7 @@ shutdown_timeout: 10s
 metadata:
   request_headers: %s
   response_headers: %s
-`, be.addr, cfg.direct, maxBodyBytes, maxResponseBytes, maxMetadataBytes, list(cfg.requestHeaders), list(cfg.responseHeaders))
+`, be.addr, cfg.direct, maxBodyBytes, maxResponseBytes, cmp.Or(cfg.maxMetadata, maxMetadataBytes), list(cfg.requestHeaders), list(cfg.responseHeaders))
 	if cfg.protoset {
 		yaml += "protoset: " + strconv.Quote(filepath.Join(root, "proto", "testpb", "test.protoset")) + "\n"
 	}

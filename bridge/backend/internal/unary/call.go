@@ -127,6 +127,11 @@ type blockState struct {
 	statusErr     error // a malformed grpc-status
 	fieldErr      error // a malformed metadata value
 	encoding      string
+	// RFC 9113 section 8.2's rules (see checkField).
+	sawRegular bool
+	pseudos    int    // the pseudo-headers seen, as bits
+	invalid    string // the first malformed field's reason
+	pseudoErr  string // the first unknown or repeated pseudo-header's
 }
 
 func (call *Call) resetWith(code uint32) {
@@ -521,6 +526,10 @@ func (cn *conn) emit(f hpack.HeaderField) {
 		return
 	}
 	bs := &call.block
+	if !bs.checkField(f) {
+		cn.dec.SetEmitEnabled(false) // malformed: the rest is decoded for the HPACK state alone
+		return
+	}
 	if cn.decSize += int(f.Size()); cn.decSize > maxHeaderList {
 		bs.tooLarge = true
 		cn.dec.SetEmitEnabled(false) // the block is still decoded, for the HPACK state
@@ -595,6 +604,11 @@ func (bs *blockState) malformed(name string, err error) {
 // must.
 func (call *Call) headersDone(end bool) error {
 	bs := &call.block
+	if why := bs.malformedBlock(); why != "" {
+		// A malformed response (RFC 9113 section 8.1.1): grpc-go's
+		// reader fails the call with the Framer's reason.
+		return status.Error(codes.Internal, why)
+	}
 	switch {
 	case bs.tooLarge:
 		return status.Error(codes.Internal, "peer header list size exceeded limit")

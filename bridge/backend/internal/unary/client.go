@@ -44,7 +44,9 @@ type Options struct {
 	// means 20 s) later, with still nothing read, the connection is closed
 	// and its calls fail with Unavailable. Without
 	// KeepalivePermitWithoutStream it pings only while calls are in
-	// flight. These are grpc-go's keepalive.ClientParameters.
+	// flight. These are grpc-go's keepalive.ClientParameters. As in
+	// grpc-go, a backend's GOAWAY "too_many_pings" doubles the interval
+	// for the connections opened after it.
 	KeepaliveTime                time.Duration
 	KeepaliveTimeout             time.Duration
 	KeepalivePermitWithoutStream bool
@@ -83,6 +85,9 @@ type Client struct {
 	backoff time.Duration  // the last backoff; 0 after a connection worked
 	paced   bool           // dialErr is a connection that closed early: calls wait for the next dial
 	closed  bool
+	// kaTime is the keepalive interval of new connections:
+	// Options.KeepaliveTime, doubled at each GOAWAY "too_many_pings".
+	kaTime time.Duration
 }
 
 // New returns a Client of the backend at target, a gRPC target string
@@ -121,7 +126,7 @@ func New(target string, opts Options) (*Client, error) {
 		//lint:ignore SA1019 deprecated for grpc.WithAuthority, but still what grpc-go's channel uses
 		auth = cmp.Or(opts.Creds.Info().ServerName, ep.authority)
 	}
-	c := &Client{ep: ep, auth: auth, opts: opts, conns: map[*conn]bool{}}
+	c := &Client{ep: ep, auth: auth, opts: opts, conns: map[*conn]bool{}, kaTime: opts.KeepaliveTime}
 	c.dialCtx, c.cancelDial = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -252,6 +257,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 	}
 	cn := newConn(c, nc, scheme)
 	c.mu.Lock()
+	cn.kaTime = c.kaTime
 	if c.closed {
 		c.mu.Unlock()
 		nc.Close()
@@ -269,6 +275,21 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		return nil, err
 	}
 	return cn, nil
+}
+
+// calmDown doubles the keepalive interval of the connections opened after
+// cn, whose backend sent GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings"), as
+// grpc-go's addrConn.adjustParams does: a backend whose keepalive policy
+// allows fewer pings than the client sends is not sent them again and
+// again, each time ending the connection and its calls.
+func (c *Client) calmDown(cn *conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := 2 * cn.kaTime; v > c.kaTime {
+		c.kaTime = v
+	}
+	c.opts.Logger.Warn("the backend sent GOAWAY too_many_pings: pinging new connections every "+c.kaTime.String(),
+		"address", c.ep.address)
 }
 
 // forget drops cn once it is closed. A connection that ended before it

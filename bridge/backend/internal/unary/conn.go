@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -39,6 +40,7 @@ type conn struct {
 	answered atomic.Bool
 	// readSome is set at every frame read when keepalive is on.
 	readSome atomic.Bool
+	kaTime   time.Duration // the keepalive interval, set when the connection opens
 
 	mu          sync.Mutex
 	pending     []*Call       // calls waiting for a stream, in order
@@ -542,7 +544,7 @@ func (cn *conn) frame(h frameHeader, p []byte) error {
 		if h.stream != 0 || len(p) < 8 {
 			return errProtocol
 		}
-		return cn.onGoAway(binary.BigEndian.Uint32(p)&maxStreamID, binary.BigEndian.Uint32(p[4:]))
+		return cn.onGoAway(binary.BigEndian.Uint32(p)&maxStreamID, binary.BigEndian.Uint32(p[4:]), p[8:])
 	case frameWindowUpdate:
 		if len(p) != 4 {
 			return errProtocol
@@ -658,8 +660,11 @@ func (cn *conn) onReset(id uint32, code uint32) {
 	if call == nil {
 		return
 	}
-	c, msg := codes.Internal, "stream terminated by RST_STREAM with error code "
+	// grpc-go's http2ErrConvTab, and its message (handleRSTStream).
+	c, msg := codes.Internal, "stream terminated by RST_STREAM with error code: "
 	switch code {
+	case errCodeFlowControl:
+		c = codes.ResourceExhausted
 	case errCodeRefusedStream:
 		call.refused = true
 		c = codes.Unavailable
@@ -674,6 +679,10 @@ func (cn *conn) onReset(id uint32, code uint32) {
 		c = codes.ResourceExhausted
 	case errCodeInadequateSec:
 		c = codes.PermissionDenied
+	default:
+		if code > errCodeHTTP11Required {
+			c = codes.Unknown // a code grpc-go has no entry for
+		}
 	}
 	cn.finishLocked(call, status.Error(c, msg+rstCodeName(code)))
 }
@@ -685,7 +694,7 @@ func rstCodeName(code uint32) string {
 	if int(code) < len(names) {
 		return names[code]
 	}
-	return "UNKNOWN"
+	return fmt.Sprintf("unknown error code 0x%x", code) // as x/net/http2's ErrCode.String
 }
 
 var errFlowControl = connError{errCodeFlowControl, "the backend overflowed a flow-control window"}
@@ -743,9 +752,13 @@ func (cn *conn) onSettings(p []byte) error {
 // process (ids above last, and those still waiting for a stream) end as
 // refused, to be retried elsewhere. A GOAWAY with an error code is the
 // backend's last word: the calls it left open end too, and the
-// connection is closed.
-func (cn *conn) onGoAway(last, code uint32) error {
+// connection is closed. GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings")
+// makes new connections ping half as often.
+func (cn *conn) onGoAway(last, code uint32, debug []byte) error {
 	cn.draining.Store(true)
+	if code == errCodeEnhanceYourCalm && string(debug) == "too_many_pings" && cn.kaTime > 0 {
+		cn.client.calmDown(cn)
+	}
 	cn.client.retire(cn)
 	cn.mu.Lock()
 	refused := status.Error(codes.Unavailable, "transport: received GOAWAY from the backend")
@@ -806,6 +819,7 @@ func (cn *conn) onWindowUpdate(id uint32, inc uint32) error {
 // connection that answers is pinged every KeepaliveTime of silence.
 func (cn *conn) keepalive() {
 	o := cn.client.opts
+	o.KeepaliveTime = cn.kaTime
 	t := time.NewTimer(o.KeepaliveTime)
 	defer t.Stop()
 	outstanding, left := false, time.Duration(0)

@@ -1,17 +1,18 @@
 // Package unary is a lean gRPC client for unary calls whose messages are
 // already protobuf wire bytes, which is all the bridge's unary path needs.
 //
-// It speaks HTTP/2 itself on one connection per backend: a call encodes its
-// HEADERS and DATA frames into the connection's write buffer from the
-// calling goroutine, and whichever caller finds no write in progress writes
-// everything queued with one system call, so concurrent calls share writes
-// without a writer goroutine. One reader goroutine per connection parses the
-// backend's frames and completes the calls. A batch starts all its calls
-// before the first write and waits for them together (Group).
+// It speaks HTTP/2 itself on one connection per backend: a call is queued
+// on the connection by the calling goroutine, and one writer goroutine per
+// connection encodes the HEADERS and DATA frames of every queued call and
+// writes them with one system call, so concurrent calls share writes;
+// callers never wait for a write, so each returns by its own deadline
+// whatever the backend does. One reader goroutine per connection parses the
+// backend's frames and completes the calls. A batch queues all its calls
+// before waking the writer and waits for them together (Group).
 //
 // It covers what unary calls need of HTTP/2 and gRPC: flow control both
 // ways, SETTINGS (concurrent stream limit, window and frame sizes, header
-// table size), PING, GOAWAY and RST_STREAM (calls the backend never saw are
+// table size), PING, keepalive, GOAWAY and RST_STREAM (calls the backend never saw are
 // retried once on a new connection), CONTINUATION, padding, trailers-only
 // responses, grpc-timeout, metadata (-bin values in base64) and status
 // details. A server-streaming call whose messages are wanted all at once

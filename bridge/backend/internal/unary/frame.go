@@ -44,6 +44,7 @@ const (
 	errCodeCompression     = 0x9
 	errCodeEnhanceYourCalm = 0xb
 	errCodeInadequateSec   = 0xc
+	errCodeHTTP11Required  = 0xd
 )
 
 const (
