@@ -35,7 +35,7 @@ var lineStrings = []string{"", "plain", "a b", "a=b", `q"uote`, `back\slash`, "t
 	"café", "漢字", "\u00a0nbsp", "\u2028\u2029", "\xff\xfe", "\ufffd", "emoji 🚀", "<html>&amp;", "zero\u200bwidth",
 	"bench.v1.EchoService.Echo", "ZNAF3G5LSMP2UKCHRHXG7G7Y7K"}
 
-var lineFloats = []float64{0, -0.0, 1, 6.095, 0.001, 1e-7, 1.5e-7, 123456789, 1e20, 1e21, 1.5e300, -2.5e-10, math.MaxFloat64, math.SmallestNonzeroFloat64, math.NaN(), math.Inf(1)}
+var lineFloats = []float64{0, math.Copysign(0, -1), 1, 6.095, 0.001, 1e-7, 1.5e-7, 123456789, 1e20, 1e21, 1.5e300, -2.5e-10, math.MaxFloat64, math.SmallestNonzeroFloat64, math.NaN(), math.Inf(1)}
 
 // TestLineHandlerMatchesSlog holds NewLineHandler to slog's own output,
 // byte for byte, for the access log's records and odd values.
