@@ -14,6 +14,8 @@
 //	bridge/wire       the JSON-RPC wire: Parse, replies, notifications, errors
 //	bridge/backend    Invoker (grpc-go | direct), statuses, DirectConn
 //	  internal/unary  the bridge's own HTTP/2 client
+//	bridge/h1         serve's front: a lean HTTP/1.1 server for plain POST /
+//	                  requests, handing every other connection to net/http
 //	bridge/explorer   GET /explorer: the API explorer page (static, embedded)
 //	bridge/mcp        /mcp and stdio: the methods as MCP tools (mcp.Engine)
 //
