@@ -102,7 +102,7 @@ func New(e Engine, opts Options) *Server {
 // may pass it by a few).
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && s.sessions() >= s.opts.MaxSessions {
+		if opensSession(r) && s.sessions() >= s.opts.MaxSessions {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusTooManyRequests)
@@ -112,6 +112,21 @@ func (s *Server) Handler() http.Handler {
 		}
 		s.http.ServeHTTP(w, r)
 	})
+}
+
+// opensSession tells whether r may open a session that outlives it: a
+// POST without a session: initialize in the protocol revisions before
+// 2026-07-28, subscriptions/listen from it (its clients name the method in
+// Mcp-Method). Their other requests (server/discover, tools/list, a tool
+// call) are stateless: the SDK's session of one lasts as long as it does.
+// Before, such a request could find the session of a request that had
+// just ended still counted, and get 429 below the bound.
+func opensSession(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
+		return false
+	}
+	m := r.Header.Get("Mcp-Method")
+	return m == "" || m == "subscriptions/listen"
 }
 
 // sessions counts the open sessions.
