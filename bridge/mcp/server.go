@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -53,6 +54,8 @@ type Server struct {
 	mu       sync.RWMutex
 	tools    map[string]*tool // by tool name
 	byMethod map[string]string
+
+	listens atomic.Int64 // subscriptions/listen requests being served
 }
 
 // New returns a Server with the tools of e's current methods.
@@ -110,6 +113,10 @@ func (s *Server) Handler() http.Handler {
 				strconv.Itoa(s.opts.MaxSessions) + ` open; retry later"}}`))
 			return
 		}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
+			s.listens.Add(1)
+			defer s.listens.Add(-1)
+		}
 		s.http.ServeHTTP(w, r)
 	})
 }
@@ -119,8 +126,6 @@ func (s *Server) Handler() http.Handler {
 // 2026-07-28, subscriptions/listen from it (its clients name the method in
 // Mcp-Method). Their other requests (server/discover, tools/list, a tool
 // call) are stateless: the SDK's session of one lasts as long as it does.
-// Before, such a request could find the session of a request that had
-// just ended still counted, and get 429 below the bound.
 func opensSession(r *http.Request) bool {
 	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
 		return false
@@ -129,11 +134,18 @@ func opensSession(r *http.Request) bool {
 	return m == "" || m == "subscriptions/listen"
 }
 
-// sessions counts the open sessions.
+// sessions counts the sessions that last: the initialized ones and the
+// subscriptions/listen requests being served. The SDK also makes a session
+// for each request without one that is not an initialize (server/discover,
+// for one), and closes it only after the reply has gone: counted, such a
+// session of a request that had just ended could get the next client a 429
+// below the bound.
 func (s *Server) sessions() int {
-	n := 0
-	for range s.sdk.Sessions() {
-		n++
+	n := int(s.listens.Load())
+	for ss := range s.sdk.Sessions() {
+		if ss.InitializeParams() != nil {
+			n++
+		}
 	}
 	return n
 }
