@@ -3,6 +3,7 @@ package mapping
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -73,17 +74,26 @@ const (
 var specialFloats = []any{"NaN", "Infinity", "-Infinity"}
 
 // schemas builds the components.schemas of one document. Every message and
-// enum is described once per direction and referenced with $ref, so
-// recursive messages end at a reference.
+// enum is described once per direction and referenced with $ref; a
+// recursive message, and one that holds it, once per level (see ref).
 type schemas struct {
 	emitUnpopulated bool
 	defs            object   // component name -> schema
 	errorRefs       []object // every method's errors, shared by all of them
+
+	level  int                            // of the schemas being built: 1, or deeper inside a recursive message
+	cyclic map[protoreflect.FullName]bool // whether a message reaches a recursive one
 }
 
 func newSchemas(emitUnpopulated bool) *schemas {
-	return &schemas{emitUnpopulated: emitUnpopulated, defs: object{}, errorRefs: errorRefs()}
+	return &schemas{emitUnpopulated: emitUnpopulated, defs: object{}, errorRefs: errorRefs(), level: 1,
+		cyclic: map[protoreflect.FullName]bool{}}
 }
+
+// maxRecursion is how many levels of a recursive message (one inside
+// itself, directly or through others) the document describes; deeper, it
+// is any object.
+const maxRecursion = 4
 
 // componentName is the components.schemas key of a message or enum.
 func componentName(d protoreflect.Descriptor, dir direction) string {
@@ -95,8 +105,30 @@ func componentName(d protoreflect.Descriptor, dir direction) string {
 
 // ref returns {"$ref": ...} to the schema of a message or enum, adding the
 // schema to the components first if it is not there yet.
+//
+// The document has no $ref cycle, on which some OpenRPC tools loop
+// forever (@open-rpc/schema-utils-js's dereferencer among them): inside
+// the schema of a message being described, a reference to that message
+// (recursion, direct or through others) goes to a copy of its schema one
+// level deeper, named with the level ("test.v1.Tree-2"), and so on down to
+// maxRecursion levels, below which the message is any object. Messages
+// that reach a recursive one are described per level the same way; the
+// others once.
 func (s *schemas) ref(d protoreflect.Descriptor, dir direction) object {
 	name := componentName(d, dir)
+	md, isMessage := d.(protoreflect.MessageDescriptor)
+	if isMessage && s.reachesCycle(md) && s.level > 1 {
+		name += "-" + strconv.Itoa(s.level)
+	}
+	if sch, ok := s.defs[name]; ok && sch == nil { // md inside itself
+		if s.level >= maxRecursion {
+			return object{"type": "object", "description": "A " + string(d.FullName()) + ", " + strconv.Itoa(maxRecursion) +
+				" levels inside itself: the document describes no deeper level."}
+		}
+		s.level++
+		defer func() { s.level-- }()
+		return s.ref(d, dir)
+	}
 	if _, ok := s.defs[name]; !ok {
 		s.defs[name] = nil // placeholder: a recursive reference stops here
 		switch d := d.(type) {
@@ -107,6 +139,44 @@ func (s *schemas) ref(d protoreflect.Descriptor, dir direction) object {
 		}
 	}
 	return object{"$ref": schemaRefPrefix + name}
+}
+
+// reachesCycle tells whether a message-typed path from md leads back to a
+// message on it: md is recursive, or holds one. The well-known types are
+// described inline and do not count.
+func (s *schemas) reachesCycle(md protoreflect.MessageDescriptor) bool {
+	if v, ok := s.cyclic[md.FullName()]; ok {
+		return v
+	}
+	onPath := map[protoreflect.FullName]bool{}
+	var walk func(m protoreflect.MessageDescriptor) bool
+	walk = func(m protoreflect.MessageDescriptor) bool {
+		if m.ParentFile() != nil && strings.HasPrefix(string(m.FullName()), "google.protobuf.") {
+			return false
+		}
+		if onPath[m.FullName()] {
+			return true
+		}
+		if v, ok := s.cyclic[m.FullName()]; ok && !v {
+			return false
+		}
+		onPath[m.FullName()] = true
+		defer delete(onPath, m.FullName())
+		fields := m.Fields()
+		for i := range fields.Len() {
+			fd := fields.Get(i)
+			if fd.IsMap() {
+				fd = fd.MapValue()
+			}
+			if sub := fd.Message(); sub != nil && walk(sub) {
+				return true
+			}
+		}
+		return false
+	}
+	v := walk(md)
+	s.cyclic[md.FullName()] = v
+	return v
 }
 
 // field returns the schema of a field as it appears in a message of the
