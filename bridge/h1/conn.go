@@ -148,9 +148,11 @@ func (cn *conn) awaitRequest() bool {
 			cn.buf = make([]byte, readBufferBytes) // a long head grew it
 		}
 	}
+	skip := 0 // CR and LF bytes that may be dropped after a POST
 	if cn.lastPOST {
-		cn.skipCRLF()
+		skip = 4
 	}
+	skip = cn.skipCRLF(skip)
 	if cn.r < cn.w {
 		return !cn.srv.shutdown.Load()
 	}
@@ -177,9 +179,7 @@ func (cn *conn) awaitRequest() bool {
 		if err != nil && cn.r == cn.w {
 			return false
 		}
-		if cn.lastPOST {
-			cn.skipCRLF()
-		}
+		skip = cn.skipCRLF(skip)
 	}
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
@@ -190,12 +190,19 @@ func (cn *conn) awaitRequest() bool {
 	return true
 }
 
-// skipCRLF drops the CR and LF bytes that begin the buffer: some clients
-// send one after a POST body (RFC 9112 2.2; net/http skips them too).
-func (cn *conn) skipCRLF() {
-	for cn.r < cn.w && (cn.buf[cn.r] == '\r' || cn.buf[cn.r] == '\n') {
+// skipCRLF drops up to n CR and LF bytes that begin the buffer, and
+// returns how many more it may drop: some clients send a CRLF after a
+// POST body (RFC 9112 2.2). net/http drops those of the first 4 bytes
+// after a POST; so does h1.
+func (cn *conn) skipCRLF(n int) int {
+	for n > 0 && cn.r < cn.w {
+		if c := cn.buf[cn.r]; c != '\r' && c != '\n' {
+			return 0
+		}
 		cn.r++
+		n--
 	}
+	return n
 }
 
 // readHead returns the request head at the start of the buffer, reading
