@@ -456,3 +456,28 @@ func TestUnreadBody(t *testing.T) {
 		})
 	}
 }
+
+// TestReplyInPiecesHeldBounded checks that a reply written in many small
+// pieces without a length (as a compressing writer does) leaves in writes
+// of at most about maxGather bytes rather than being held whole.
+func TestReplyInPiecesHeldBounded(t *testing.T) {
+	const pieces, size = 400, 1000 // 400 KB
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		piece := bytes.Repeat([]byte("x"), size)
+		for range pieces {
+			w.Write(piece)
+			if rw, ok := w.(*response); ok && len(rw.out) > maxGather+size+64 {
+				t.Errorf("the reply holds %d bytes unwritten, want at most about %d", len(rw.out), maxGather)
+				return
+			}
+		}
+	})
+	p := startPair(t, h)
+	for _, addr := range []string{p.std, p.fast} {
+		out := normal(exchange(t, addr, []byte(post("", "a"))))
+		if n := strings.Count(out, strings.Repeat("x", size)); n != pieces {
+			t.Errorf("%s: %d pieces of body, want %d", addr, n, pieces)
+		}
+	}
+}

@@ -150,10 +150,15 @@ func (w *response) sendChunkedHead(held, p []byte) {
 	}
 }
 
-// writeBody appends p to out, or writes out and p at once when p is long.
+// writeBody appends p to out, or writes out and p at once when p is long;
+// out is written once it holds maxGather bytes, so that a reply written
+// in many pieces is held at most that much.
 func (w *response) writeBody(p []byte) {
 	if len(p) <= maxGather {
 		w.out = append(w.out, p...)
+		if len(w.out) >= maxGather {
+			w.flushOut()
+		}
 		return
 	}
 	if w.err == nil {
