@@ -178,7 +178,7 @@ func runPerfMemory(tb testing.TB) perfResult {
 		}
 	}
 	r.after = p.sample(tb)
-	r.idleAlive = idle.ping()
+	r.idleAlive = idle.ping(p.addr)
 	return r
 }
 
@@ -410,8 +410,9 @@ func openIdle(tb testing.TB, addr string, n int) *idleConns {
 
 // ping sends one more call on every idle connection and counts those that
 // answered: they were kept open all along.
-func (ic *idleConns) ping() int {
-	req := []byte("POST / HTTP/1.1\r\nHost: bridge\r\nContent-Type: application/json\r\nContent-Length: " +
+func (ic *idleConns) ping(addr string) int {
+	// The listener is loopback: Host must be a loopback name (allowed_hosts).
+	req := []byte("POST / HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: " +
 		strconv.Itoa(len(perfBody)) + "\r\n\r\n" + perfBody)
 	var ok atomic.Int64
 	sem := make(chan struct{}, 50)
