@@ -1,14 +1,9 @@
 package unary
 
 import (
-	"context"
-	"strconv"
 	"testing"
-	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // fieldCases: header fields RFC 9113 section 8.2 calls malformed make the
@@ -63,22 +58,6 @@ func TestConformanceHeaderFields(t *testing.T) {
 		runCases(t, newClient(t, target, Options{}), cases)
 	})
 	t.Run("grpc-go", func(t *testing.T) {
-		cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cc.Close()
-		for i, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-				defer cancel()
-				var resp rawMsg
-				err := cc.Invoke(ctx, "/t.S/"+strconv.Itoa(i), &rawMsg{}, &resp, grpc.ForceCodecV2(passCodec{}))
-				wantStatus(t, err, tc.code, tc.msg)
-				if err == nil && string(resp.b) != tc.want {
-					t.Errorf("response %q, want %q", resp.b, tc.want)
-				}
-			})
-		}
+		runCasesGRPCGo(t, target, cases)
 	})
 }

@@ -1,15 +1,10 @@
 package unary
 
 import (
-	"context"
-	"strconv"
 	"testing"
-	"time"
 
 	"golang.org/x/net/http2"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // rstCases: RST_STREAM from the backend, before and after the response's
@@ -51,19 +46,6 @@ func TestConformanceRSTStream(t *testing.T) {
 		runCases(t, newClient(t, target, Options{}), cases)
 	})
 	t.Run("grpc-go", func(t *testing.T) {
-		cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cc.Close()
-		for i, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-				defer cancel()
-				var resp rawMsg
-				err := cc.Invoke(ctx, "/t.S/"+strconv.Itoa(i), &rawMsg{}, &resp, grpc.ForceCodecV2(passCodec{}))
-				wantStatus(t, err, tc.code, tc.msg)
-			})
-		}
+		runCasesGRPCGo(t, target, cases)
 	})
 }
