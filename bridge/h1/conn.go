@@ -474,8 +474,6 @@ type body struct {
 	broken bool // reading it failed: the connection is done
 }
 
-var errUnexpectedEOF = io.ErrUnexpectedEOF
-
 func (b *body) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, http.ErrBodyReadAfterClose
@@ -501,7 +499,7 @@ func (b *body) Read(p []byte) (int, error) {
 		return n, io.EOF
 	}
 	if errors.Is(err, io.EOF) {
-		err = errUnexpectedEOF
+		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
 		b.broken = true

@@ -25,7 +25,6 @@ type Server struct {
 	handoff  *handoffListener
 	shutdown atomic.Bool
 	noKeep   atomic.Bool
-	served   chan error // HTTP.Serve's result
 }
 
 // New returns a Server in front of hs.
@@ -46,9 +45,8 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 	s.lis = lis
 	s.handoff = newHandoffListener(lis)
-	s.served = make(chan error, 1)
 	s.mu.Unlock()
-	go func() { s.served <- s.HTTP.Serve(s.handoff) }()
+	go s.HTTP.Serve(s.handoff) // until Shutdown or Close: ErrServerClosed
 
 	var delay time.Duration // as net/http: back off on temporary errors
 	for {
