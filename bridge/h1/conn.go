@@ -471,12 +471,16 @@ type body struct {
 	cn     *conn
 	n      int64 // bytes left
 	closed bool
-	broken bool // reading it failed: the connection is done
+	broken bool  // reading it failed: the connection is done
+	err    error // why
 }
 
 func (b *body) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.err != nil {
+		return 0, b.err // as net/http's: once failed, always
 	}
 	if b.n <= 0 {
 		return 0, io.EOF
@@ -502,7 +506,7 @@ func (b *body) Read(p []byte) (int, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
-		b.broken = true
+		b.broken, b.err = true, err
 	}
 	return n, err
 }

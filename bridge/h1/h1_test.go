@@ -215,6 +215,7 @@ var differential = []struct{ name, raw string }{
 	{"empty key", "POST / HTTP/1.1\r\nHost: h\r\n: v\r\nContent-Length: 1\r\n\r\na"},
 	{"long header", post("X-Long: "+strings.Repeat("v", 70<<10)+"\r\n", "a")},
 	{"short body", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc"},
+	{"huge length, short body", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999\r\n\r\na"},
 	{"garbage", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03"},
 	{"h2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
 	{"cut short after a request", "POST / HTTP/1.1\r\nHost:\r\n\r\n0"},
@@ -440,6 +441,8 @@ func TestUnreadBody(t *testing.T) {
 		close   bool
 	}{
 		{"short", 1000, 2, false},
+		{"just under the bound", maxDiscard - 1, 2, false},
+		{"at the bound", maxDiscard, 1, true},
 		{"long", maxDiscard + 1, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -343,22 +343,18 @@ func appendDate(b []byte) []byte {
 const maxDiscard = 256 << 10
 
 // discardBody reads and drops what the handler left of the request body
-// as the reply starts, as net/http does, or has the reply close the
-// connection when that is more than maxDiscard or cannot be read.
+// as the reply starts, as net/http does: a body closed before its end, or
+// whose rest cannot be read, closes the connection after the reply
+// without saying so (serveRequest); one with maxDiscard bytes or more
+// left has the reply say Connection: close.
 func (w *response) discardBody() {
 	b := w.body
-	if b == nil || b.n == 0 {
+	switch {
+	case b == nil || b.n == 0 || b.closed:
 		return
-	}
-	if b.broken {
-		return // the connection closes (serveRequest), without saying so, as net/http's
-	}
-	if b.n > maxDiscard {
+	case b.n >= maxDiscard:
 		w.closeAfter = true
 		return
 	}
-	closed := b.closed
-	b.closed = false
 	_, _ = io.Copy(io.Discard, b) // on failure b is broken
-	b.closed = closed
 }
