@@ -27,13 +27,9 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 			"explorer (unless --explorer=false).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := loadSettings(cmd)
+			s, log, err := settingsAndLogger(cmd, stderr)
 			if err != nil {
-				return usageError(err)
-			}
-			log, err := commandLogger(s, stderr)
-			if err != nil {
-				return usageError(err)
+				return err
 			}
 			return demo(cmd.Context(), s, log, stdout, stderr)
 		},

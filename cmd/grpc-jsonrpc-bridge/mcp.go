@@ -37,13 +37,9 @@ func newMCPCmd(stdout, stderr io.Writer) *cobra.Command {
 			"UNAVAILABLE.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := loadSettings(cmd)
+			s, log, err := settingsAndLogger(cmd, stderr)
 			if err != nil {
-				return usageError(err)
-			}
-			log, err := commandLogger(s, stderr)
-			if err != nil {
-				return usageError(err)
+				return err
 			}
 			return serveMCP(cmd.Context(), s, log, stderr, cmd.InOrStdin(), stdout)
 		},

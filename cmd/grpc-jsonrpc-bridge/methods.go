@@ -104,13 +104,9 @@ func newDescribeCmd(stdout, stderr io.Writer) *cobra.Command {
 // sourceMethods are the methods of the descriptor source the settings of
 // cmd give, as openrpc finds them.
 func sourceMethods(cmd *cobra.Command, stderr io.Writer) (config.Settings, []protoreflect.MethodDescriptor, error) {
-	s, err := loadSettings(cmd)
+	s, log, err := settingsAndLogger(cmd, stderr)
 	if err != nil {
-		return s, nil, usageError(err)
-	}
-	log, err := commandLogger(s, stderr)
-	if err != nil {
-		return s, nil, usageError(err)
+		return s, nil, err
 	}
 	methods, err := documentMethods(cmd.Context(), s, log)
 	return s, methods, err

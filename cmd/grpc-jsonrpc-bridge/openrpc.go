@@ -30,13 +30,9 @@ func newOpenRPCCmd(stdout, stderr io.Writer) *cobra.Command {
 			"serve would serve with it; its flags are those that change the document.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := loadSettings(cmd)
+			s, log, err := settingsAndLogger(cmd, stderr)
 			if err != nil {
-				return usageError(err)
-			}
-			log, err := commandLogger(s, stderr)
-			if err != nil {
-				return usageError(err)
+				return err
 			}
 			methods, err := documentMethods(cmd.Context(), s, log)
 			if err != nil {

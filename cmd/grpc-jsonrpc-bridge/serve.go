@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -56,6 +57,20 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 // only the bridge can judge: the metadata header names.
 func loadSettings(cmd *cobra.Command) (config.Settings, error) {
 	return config.Load(cmd.Flags(), checkHeaders)
+}
+
+// settingsAndLogger are the settings of cmd and the command's logger on
+// stderr; what keeps either from being made is a usage error.
+func settingsAndLogger(cmd *cobra.Command, stderr io.Writer) (config.Settings, *slog.Logger, error) {
+	s, err := loadSettings(cmd)
+	if err != nil {
+		return s, nil, usageError(err)
+	}
+	log, err := commandLogger(s, stderr)
+	if err != nil {
+		return s, nil, usageError(err)
+	}
+	return s, log, nil
 }
 
 // checkHeaders refuses metadata header names the bridge never forwards.
