@@ -106,19 +106,7 @@ func (h *lineHandler) appendText(b []byte, r slog.Record) []byte {
 		b = append(b, ' ')
 		b = appendText(b, a.Key)
 		b = append(b, '=')
-		v := a.Value
-		switch v.Kind() {
-		case slog.KindString:
-			b = appendText(b, v.String())
-		case slog.KindInt64:
-			b = strconv.AppendInt(b, v.Int64(), 10)
-		case slog.KindUint64:
-			b = strconv.AppendUint(b, v.Uint64(), 10)
-		case slog.KindFloat64:
-			b = strconv.AppendFloat(b, v.Float64(), 'g', -1, 64)
-		case slog.KindBool:
-			b = strconv.AppendBool(b, v.Bool())
-		}
+		b = h.appendValue(b, a.Value)
 		return true
 	})
 	return append(b, '\n')
@@ -139,22 +127,34 @@ func (h *lineHandler) appendJSON(b []byte, r slog.Record) []byte {
 		b = append(b, ',')
 		b = appendJSONString(b, a.Key)
 		b = append(b, ':')
-		v := a.Value
-		switch v.Kind() {
-		case slog.KindString:
-			b = appendJSONString(b, v.String())
-		case slog.KindInt64:
-			b = strconv.AppendInt(b, v.Int64(), 10)
-		case slog.KindUint64:
-			b = strconv.AppendUint(b, v.Uint64(), 10)
-		case slog.KindFloat64:
-			b = appendJSONFloat(b, v.Float64())
-		case slog.KindBool:
-			b = strconv.AppendBool(b, v.Bool())
-		}
+		b = h.appendValue(b, a.Value)
 		return true
 	})
 	return append(b, "}\n"...)
+}
+
+// appendValue appends v, of one of the kinds Handle takes, as the text or
+// the JSON handler writes it.
+func (h *lineHandler) appendValue(b []byte, v slog.Value) []byte {
+	switch v.Kind() {
+	case slog.KindString:
+		if h.json {
+			return appendJSONString(b, v.String())
+		}
+		return appendText(b, v.String())
+	case slog.KindInt64:
+		return strconv.AppendInt(b, v.Int64(), 10)
+	case slog.KindUint64:
+		return strconv.AppendUint(b, v.Uint64(), 10)
+	case slog.KindFloat64:
+		if h.json {
+			return appendJSONFloat(b, v.Float64())
+		}
+		return strconv.AppendFloat(b, v.Float64(), 'g', -1, 64)
+	case slog.KindBool:
+		return strconv.AppendBool(b, v.Bool())
+	}
+	return b
 }
 
 // appendRFC3339Millis is slog's time format for text: RFC 3339 with
