@@ -98,7 +98,7 @@ func keys() []key {
 		{name: "ws_ping_interval", usage: "ping idle WebSocket clients this often; 0s turns pings and write timeouts off", field: func(s *Settings) any { return &s.Streaming.WSPingInterval }},
 		{name: "ws_origin_patterns", usage: "older name of cors_origins, whose list its entries join; an entry without a scheme (*.example.org) matches any scheme", field: func(s *Settings) any { return &s.Streaming.WSOriginPatterns }},
 		{name: "cors_origins", usage: "origins besides the bridge's own whose browser pages may call it: https://app.example.com, https://*.example.com, * (any); empty sends no CORS headers", field: func(s *Settings) any { return &s.Origins.CORSOrigins }},
-		{name: "allowed_hosts", usage: "Host names (any port) the bridge answers on /, /ws and /openrpc.json: api.example.com, *.example.com, * (any); empty means the loopback names for a loopback listen address, else *", field: func(s *Settings) any { return &s.Origins.AllowedHosts }},
+		{name: "allowed_hosts", usage: "Host names (any port) the bridge answers on /, /ws, /openrpc.json and /mcp: api.example.com, *.example.com, * (any); empty means the loopback names for a loopback listen address, else *", field: func(s *Settings) any { return &s.Origins.AllowedHosts }},
 		{name: "tracing.exporter", usage: "OpenTelemetry span exporter: none (tracing off) or otlp (OTLP/gRPC)", field: func(s *Settings) any { return &s.Tracing.Exporter }},
 		{name: "tracing.endpoint", usage: "HOST:PORT of the OTLP/gRPC collector; empty means OTEL_EXPORTER_OTLP_ENDPOINT or localhost:4317", field: func(s *Settings) any { return &s.Tracing.Endpoint }},
 		{name: "tracing.insecure", usage: "send spans to the collector without TLS", field: func(s *Settings) any { return &s.Tracing.Insecure }},
