@@ -13,7 +13,8 @@ const maxSuggestions = 3
 // deletions, substitutions and swaps of two neighbours, ignoring case;
 // about one edit per three letters), or, failing those, those that begin
 // with name or that name begins with, at a word boundary ("tls.cert" for
-// "tls.cert_file", "listen" for "listen_tls"). Only the nearest are
+// "tls.cert_file", "ca" for "ca_file", "listen" for "listen_tls"; a name
+// of two letters at least). Only the nearest are
 // returned, at most three, in the order of candidates; none when nothing
 // is near.
 func Suggest(name string, candidates []string) []string {
@@ -34,7 +35,7 @@ func Suggest(name string, candidates []string) []string {
 	}
 	if out == nil {
 		for _, c := range candidates {
-			if lc := strings.ToLower(c); len(name) >= 3 && (boundaryPrefix(name, lc) || boundaryPrefix(lc, name)) && !slices.Contains(out, c) {
+			if lc := strings.ToLower(c); len(name) >= 2 && (boundaryPrefix(name, lc) || boundaryPrefix(lc, name)) && !slices.Contains(out, c) {
 				out = append(out, c)
 			}
 		}

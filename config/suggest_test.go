@@ -22,6 +22,8 @@ func TestSuggest(t *testing.T) {
 		{"backend_addr", []string{"backend"}}, // begins with a key
 		{"tsl", []string{"tls"}},
 		{"trace", nil},
+		{"ca", nil}, // no key begins with ca_
+		{"t", nil},  // one letter is too little to suggest from
 		{"zzz", nil},
 		{"", nil},
 	}
@@ -33,6 +35,10 @@ func TestSuggest(t *testing.T) {
 	// A prefix of several keys suggests at most three.
 	if got := Suggest("tls-cert", []string{"tls-cert-file", "tls-cert-chain", "tls-cert-store", "tls-cert-other"}); len(got) != 3 || got[0] != "tls-cert-file" {
 		t.Errorf("got %q, want the first three keys beginning with tls-cert", got)
+	}
+	// Two letters are enough for a prefix at a word boundary (ca: for ca_file).
+	if got := Suggest("ca", []string{"ca_file", "server_name", "cert_file", "key_file"}); !slices.Equal(got, []string{"ca_file"}) {
+		t.Errorf(`Suggest("ca") = %q, want ["ca_file"]`, got)
 	}
 	if got := DidYouMean([]string{"a", "b", "c"}, strconv.Quote); got != `did you mean "a", "b" or "c"?` {
 		t.Errorf("got %q", got)
@@ -54,6 +60,7 @@ func TestUnknownKeySuggests(t *testing.T) {
 		{name: "config in the file", file: "config: other.yaml\n", wantKey: "config", want: "names the file"},
 		{name: "nothing near", file: "zzzzzz: 1\n", wantKey: "zzzzzz", want: "no setting has this name"},
 		{name: "nothing near in a section", file: "metadata:\n  zzzzzz: 1\n", wantKey: "metadata.zzzzzz", want: "metadata.request_headers, metadata.response_headers"},
+		{name: "short backend tls key", file: "backends:\n  - address: a:1\n    tls:\n      ca: x\n", wantKey: "backends[0].tls.ca", want: `did you mean "ca_file"?`},
 		{name: "backend key", file: "backends:\n  - {address: a:1, plaintext: true, inclde: [x]}\n", wantKey: "backends[0].inclde", want: `did you mean "include"?`},
 	}
 	for _, tt := range tests {
