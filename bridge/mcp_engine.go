@@ -55,6 +55,7 @@ func (s *Server) MCP() *mcp.Server {
 	defer m.mu.Unlock()
 	if m.srv == nil {
 		m.srv = mcp.New(mcpEngine{s}, mcp.Options{
+			Version:         s.opts.Version,
 			EmitUnpopulated: s.opts.EmitUnpopulated,
 			MaxBodyBytes:    s.opts.MaxBodyBytes,
 			MaxSessions:     s.opts.MaxMCPSessions,

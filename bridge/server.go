@@ -230,6 +230,9 @@ type Options struct {
 	// MaxMCPSessions bounds the MCP sessions open at once at /mcp; past it
 	// a new one gets HTTP 429. Zero means mcp.DefaultMaxSessions.
 	MaxMCPSessions int
+	// Version is the bridge's own version, as the MCP initialize result
+	// gives it (serverInfo.version); empty means "dev".
+	Version string
 }
 
 func (o Options) withDefaults() Options {

@@ -102,6 +102,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 		return failure(err)
 	}
 	srv := bridge.New(conn, guardOptions(streamingOptions(bridge.Options{
+		Version:          version(),
 		MaxBodyBytes:     s.MaxBodyBytes,
 		MaxBatchSize:     s.MaxBatchSize,
 		BatchParallelism: s.BatchParallelism,

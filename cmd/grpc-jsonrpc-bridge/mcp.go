@@ -87,6 +87,7 @@ func serveMCP(ctx context.Context, s config.Settings, log *slog.Logger, logOut i
 		conn = sources[0].Conn
 	}
 	srv := bridge.New(conn, guardOptions(streamingOptions(bridge.Options{
+		Version:          version(),
 		MaxBodyBytes:     s.MaxBodyBytes,
 		CallTimeout:      s.CallTimeout,
 		MaxCallTimeout:   s.MaxCallTimeout,

@@ -141,12 +141,19 @@ func TestMCPCommandPipe(t *testing.T) {
 		ids := map[string]bool{}
 		for line := range strings.Lines(stdout.String()) {
 			var m struct {
-				ID json.RawMessage `json:"id"`
+				ID     json.RawMessage `json:"id"`
+				Result struct {
+					ServerInfo struct{ Name, Version string } `json:"serverInfo"`
+				} `json:"result"`
 			}
 			if err := json.Unmarshal([]byte(line), &m); err != nil {
 				t.Fatalf("run %d: stdout line %q: %v", i, line, err)
 			}
 			ids[string(m.ID)] = true
+			// The initialize result names the bridge as --version does.
+			if info := m.Result.ServerInfo; string(m.ID) == "1" && (info.Name != "grpc-jsonrpc-bridge" || info.Version != version()) {
+				t.Errorf("run %d: serverInfo %+v, want grpc-jsonrpc-bridge %q", i, info, version())
+			}
 		}
 		if !ids["1"] || !ids["2"] || !ids["3"] || len(ids) != 3 {
 			t.Fatalf("run %d: answers to %v, want 1, 2 and 3:\n%s", i, ids, stdout.String())
