@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -230,7 +232,7 @@ func (w *Watcher) discover(ctx context.Context, i int) error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		st := &w.status[i]
-		st.LastError = err.Error()
+		st.LastError = publicError(err)
 		if w.regs[i] != nil {
 			st.State = StateStale
 		}
@@ -269,6 +271,24 @@ func (w *Watcher) discover(ctx context.Context, i int) error {
 	w.status[i] = BackendStatus{Name: s.Name, State: StateReady, Services: len(reg.services),
 		Methods: len(reg.methods), LastRefresh: time.Now(), Skipped: skipped}
 	return nil
+}
+
+// publicError is what Status says of a failed discovery: what went wrong,
+// in the bridge's own words, never the Go error text of the reflection
+// client or the dialer (those go to the log), since /readyz answers
+// anyone who can reach the listener.
+func publicError(err error) string {
+	const seeLog = " (the bridge's log has the details)"
+	switch {
+	case errors.Is(err, ErrReflectionUnsupported):
+		return "reflect: the backend has no server reflection: describe its services with --protoset FILE or --proto FILE -I DIR"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "reflect: discovery timed out" + seeLog
+	}
+	if s, ok := status.FromError(err); ok && s.Code() != codes.OK && s.Code() != codes.Unknown {
+		return fmt.Sprintf("reflect: the reflection call failed with code %d (%s)%s", s.Code(), s.Code(), seeLog)
+	}
+	return "reflect: discovery failed" + seeLog
 }
 
 // merge builds the Catalog of the last good registries and records a

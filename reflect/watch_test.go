@@ -203,6 +203,12 @@ func TestWatcherRefreshes(t *testing.T) {
 	if st.Backends[0].LastError == "" || st.Backends[0].Services != 1 || st.Backends[1].State != StateReady {
 		t.Errorf("got status %+v, want moving stale with an error and its last registry", st)
 	}
+	// /readyz shows the status to anyone: the error is the bridge's own
+	// words, not grpc-go's (rpc error: code = ... desc = ... dial tcp ...).
+	if e := st.Backends[0].LastError; !strings.HasPrefix(e, "reflect: the reflection call failed with code 14 (Unavailable)") ||
+		strings.Contains(e, "rpc error") || strings.Contains(e, "dial") || strings.Contains(e, "desc") {
+		t.Errorf("last_error %q, want the bridge's own text naming code 14", e)
+	}
 	// The merge still succeeded with the last good registry.
 	if got := catalogServices(next(t, installed)); !slices.Equal(got, []string{"demo.v1.Notes", "test.v1.TestService"}) {
 		t.Errorf("after a failed refresh: got %v, want the last good services", got)
