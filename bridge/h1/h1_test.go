@@ -484,3 +484,31 @@ func TestReplyInPiecesHeldBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestHandedOverHalfCloses checks that a connection handed to net/http
+// keeps its CloseWrite, so that net/http, closing a connection whose
+// request body is left unread, ends its writing side first and the
+// client reads the reply and then the end, not a reset, as from
+// net/http alone.
+func TestHandedOverHalfCloses(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("refused")) })
+	p := startPair(t, h)
+	for _, addr := range []string{p.std, p.fast} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte("POST /other HTTP/1.1\r\nHost: h\r\nContent-Length: 4000000\r\n\r\n" + strings.Repeat("a", 300<<10)))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		io.ReadAll(resp.Body)
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%s: after the reply: %v, want EOF (the server's CloseWrite)", addr, err)
+		}
+		c.Close()
+	}
+}

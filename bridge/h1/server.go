@@ -208,6 +208,16 @@ type replayConn struct {
 	buf []byte
 }
 
+// CloseWrite ends the writing side, as a *net.TCPConn's: net/http does
+// before closing a connection whose request body is left unread, so that
+// the client reads the reply rather than a reset.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *replayConn) Read(p []byte) (int, error) {
 	if len(c.buf) > 0 {
 		n := copy(p, c.buf)
