@@ -219,19 +219,10 @@ var differential = []struct{ name, raw string }{
 	{"garbage", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03"},
 	{"h2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
 	{"cut short after a request", "POST / HTTP/1.1\r\nHost:\r\n\r\n0"},
-}
-
-// badRequest is net/http's answer to a request it cannot parse, as normal
-// writes it.
-const badRequest = "HTTP/1.1 400 Bad Request\nConnection: close\nContent-Type: text/plain; charset=utf-8\nchunked=false close=true\n400 Bad Request\nerr=<nil>\n\n"
-
-// alike tells whether h1's answers (got) are net/http's (want). One
-// difference is allowed: a request cut short by the end of the
-// connection, after requests h1 answered on it, gets net/http's 400 from
-// the connection h1 handed over, where net/http, on the connection it had
-// from the start, closes without a reply.
-func alike(got, want string) bool {
-	return got == want || strings.HasSuffix(got, badRequest) && strings.TrimSuffix(got, badRequest) == want && want != ""
+	{"3 bytes after a request", post("", "a") + "POS"},
+	{"a line cut after a request", post("", "a") + "POST / HT"},
+	{"a header cut after a request", post("", "a") + "POST / HTTP/1.1\r\nHost: h\r\nX-Cu"},
+	{"CR and LF, then a few bytes, after a request", post("", "a") + "\r\nPO"},
 }
 
 func TestDifferential(t *testing.T) {
@@ -240,7 +231,7 @@ func TestDifferential(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			want := normal(exchange(t, p.std, []byte(tc.raw)))
 			got := normal(exchange(t, p.fast, []byte(tc.raw)))
-			if !alike(got, want) {
+			if got != want {
 				t.Errorf("h1 answered\n%s\nnet/http answered\n%s", got, want)
 			}
 		})
@@ -257,7 +248,7 @@ func FuzzDifferential(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		want := normal(exchange(t, p.std, raw))
 		got := normal(exchange(t, p.fast, raw))
-		if !alike(got, want) {
+		if got != want {
 			t.Errorf("for %q h1 answered\n%s\nnet/http answered\n%s", raw, got, want)
 		}
 	})
@@ -482,6 +473,116 @@ func TestReplyInPiecesHeldBounded(t *testing.T) {
 		if n := strings.Count(out, strings.Repeat("x", size)); n != pieces {
 			t.Errorf("%s: %d pieces of body, want %d", addr, n, pieces)
 		}
+	}
+}
+
+// closedAfter sends parts to addr, pausing gap after each one but the
+// last, and returns how long after the connection was opened the server
+// closed it, and what it wrote before.
+func closedAfter(t *testing.T, addr string, parts []string, gap time.Duration) (time.Duration, []byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	done := make(chan []byte, 1)
+	go func() {
+		c.SetReadDeadline(start.Add(20 * time.Second))
+		out, _ := io.ReadAll(c)
+		done <- out
+	}()
+	for i, p := range parts {
+		if _, err := c.Write([]byte(p)); err != nil {
+			break // closed by the server
+		}
+		if i < len(parts)-1 {
+			select {
+			case out := <-done:
+				return time.Since(start), out
+			case <-time.After(gap):
+			}
+		}
+	}
+	out := <-done
+	return time.Since(start), out
+}
+
+// TestHeadTimeoutHolds checks that the time a client has to send a
+// request head is ReadHeaderTimeout from the start, as with net/http,
+// whatever it sends: nothing at all on a new connection (which once
+// waited IdleTimeout), or a head handed to net/http after part of that
+// time went by (which once gave the client a second ReadHeaderTimeout).
+func TestHeadTimeoutHolds(t *testing.T) {
+	const rht = 1500 * time.Millisecond
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
+	srv := func(lean bool) string {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := &http.Server{Handler: h, ReadHeaderTimeout: rht, IdleTimeout: 10 * time.Second}
+		if lean {
+			s := New(hs)
+			go s.Serve(lis)
+			t.Cleanup(func() { s.Close() })
+		} else {
+			go hs.Serve(lis)
+			t.Cleanup(func() { hs.Close() })
+		}
+		return lis.Addr().String()
+	}
+	std, fast := srv(false), srv(true)
+	long := "POST / HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("X-Pad: "+strings.Repeat("v", 90)+"\r\n", (maxHeadBytes-2000)/100)
+	trickle := func(first ...string) []string {
+		for range 100 {
+			first = append(first, "X-More: 1\r\n")
+		}
+		return first
+	}
+	for _, tc := range []struct {
+		name  string
+		parts []string
+		gap   time.Duration
+	}{
+		{"nothing sent", []string{""}, 0},
+		{"a head handed over late for its length", trickle(long, strings.Repeat("X-Pad: v\r\n", 400)), 1000 * time.Millisecond},
+		{"a head handed over late for its version", trickle("POST / HT", "TP/1.0\r\nHost: h\r\n"), 1000 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, addr := range []string{std, fast} {
+				d, _ := closedAfter(t, addr, tc.parts, tc.gap)
+				if d < rht-100*time.Millisecond || d > rht+800*time.Millisecond {
+					t.Errorf("%s: closed after %v, want ReadHeaderTimeout (%v)", addr, d.Round(time.Millisecond), rht)
+				}
+			}
+		})
+	}
+}
+
+// TestHeadTimeoutAnswers checks that a head cut short by
+// ReadHeaderTimeout is answered as net/http answers it (400 when a
+// header line was cut, nothing when the request line was), as a head cut
+// short by the end of the connection already is.
+func TestHeadTimeoutAnswers(t *testing.T) {
+	p := startPair(t, http.HandlerFunc(echo))
+	for _, tc := range []struct{ name, raw string }{
+		{"request line cut", "POST / HTTP/1.1"},
+		{"a few bytes", "PO"},
+		{"header line cut", "POST / HTTP/1.1\r\nHost: h\r\nX-Cut"},
+		{"header line cut after a request", post("", "a") + "POST / HTTP/1.1\r\nHost: h\r\nX-Cut"},
+		{"complete lines, no end", "POST / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, w := closedAfter(t, p.std, []string{tc.raw}, 0)
+			_, g := closedAfter(t, p.fast, []string{tc.raw}, 0)
+			if got, want := normal(g), normal(w); got != want {
+				t.Errorf("h1 answered\n%s\nnet/http answered\n%s", got, want)
+			}
+		})
 	}
 }
 
