@@ -137,6 +137,13 @@ func (cn *conn) serve() {
 		// to answer (400 for a cut header line, nothing for a cut request
 		// line); its deadline, passed, goes with it.
 		req, ok := cn.parse(head)
+		if !ok && cn.served && cn.http2Preface() {
+			// net/http looks for the HTTP/2 preface at the start of
+			// every connection it is given, and would switch this one
+			// to HTTP/2 after HTTP/1.1 requests; alone, it would answer
+			// the preface's request line as HTTP/1 and close.
+			return
+		}
 		if !ok {
 			handedOff = true
 			cn.handOff()
@@ -253,12 +260,7 @@ func (cn *conn) readHead() ([]byte, error) {
 				cn.buf = grown
 			}
 		}
-		if !cn.headClock { // a next request's: from its first read here
-			cn.headClock, cn.headDL = true, time.Time{}
-			if d := readHeaderTimeout(cn.srv.HTTP); d > 0 {
-				cn.headDL = time.Now().Add(d)
-			}
-		}
+		cn.startHeadClock()
 		cn.setReadDeadline(cn.headDL)
 		n, err := cn.read(cn.buf[cn.w:])
 		cn.w += n
@@ -270,11 +272,55 @@ func (cn *conn) readHead() ([]byte, error) {
 
 var crlfcrlf = []byte("\r\n\r\n")
 
+// startHeadClock starts the ReadHeaderTimeout of a next request's head,
+// from its first read (a first request's runs from the start).
+func (cn *conn) startHeadClock() {
+	if !cn.headClock {
+		cn.headClock, cn.headDL = true, time.Time{}
+		if d := readHeaderTimeout(cn.srv.HTTP); d > 0 {
+			cn.headDL = time.Now().Add(d)
+		}
+	}
+}
+
 func readHeaderTimeout(hs *http.Server) time.Duration {
 	if hs.ReadHeaderTimeout > 0 {
 		return hs.ReadHeaderTimeout
 	}
 	return hs.ReadTimeout
+}
+
+// http2Start is what net/http's HTTP/2 with prior knowledge looks for
+// first at the start of a connection.
+const http2Start = "PRI * HTTP/2.0"
+
+// http2Preface tells whether the connection's next request begins as the
+// HTTP/2 preface and its HTTP server takes HTTP/2 with prior knowledge,
+// reading (under the head's deadline) until it knows.
+func (cn *conn) http2Preface() bool {
+	if p := cn.srv.HTTP.Protocols; p == nil || !p.UnencryptedHTTP2() {
+		return false
+	}
+	for {
+		n := min(cn.w-cn.r, len(http2Start))
+		if string(cn.buf[cn.r:cn.r+n]) != http2Start[:n] {
+			return false
+		}
+		if n == len(http2Start) {
+			return true
+		}
+		if len(cn.buf)-cn.w < len(http2Start) {
+			cn.w = copy(cn.buf, cn.buf[cn.r:cn.w])
+			cn.r = 0
+		}
+		cn.startHeadClock()
+		cn.setReadDeadline(cn.headDL)
+		m, err := cn.read(cn.buf[cn.w:])
+		cn.w += m
+		if err != nil {
+			return false // net/http answers what came, as HTTP/1
+		}
+	}
 }
 
 // handOff gives the connection, with the bytes read and not consumed, to

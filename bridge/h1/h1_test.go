@@ -613,3 +613,62 @@ func TestHandedOverHalfCloses(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestNoHTTP2AfterRequests checks that with unencrypted HTTP/2 on, the
+// HTTP/2 preface starts HTTP/2 only at the start of a connection, as
+// with net/http alone: after requests h1 served, the connection handed
+// to net/http once switched to HTTP/2 there, since net/http looks for the
+// preface at the start of every connection it is given; now it is closed
+// (net/http alone answers the preface's request line as HTTP/1, closing
+// the connection after it).
+func TestNoHTTP2AfterRequests(t *testing.T) {
+	h := http.HandlerFunc(echo)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	s := New(&http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, Protocols: p})
+	go s.Serve(lis)
+	defer s.Close()
+	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00" // and an empty SETTINGS frame
+	addr := lis.Addr().String()
+	for _, tc := range []struct {
+		name, raw string
+		http2     bool
+	}{
+		{"at the start", preface, true},
+		{"after a request", post("", "a") + preface, false},
+		{"after a request, in pieces", post("", "a") + preface[:8], false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			c.Write([]byte(tc.raw))
+			if tc.name == "after a request, in pieces" {
+				time.Sleep(100 * time.Millisecond)
+				c.Write([]byte(preface[8:]))
+			}
+			br := bufio.NewReader(c)
+			if !tc.http2 {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.ReadAll(resp.Body)
+			}
+			// An HTTP/2 server's first frame is its SETTINGS: 9 bytes, type 4.
+			frame := make([]byte, 9)
+			_, err = io.ReadFull(br, frame)
+			if got := err == nil && frame[3] == 4; got != tc.http2 {
+				t.Errorf("got a SETTINGS frame %v (%q, %v), want %v", got, frame, err, tc.http2)
+			}
+		})
+	}
+}
