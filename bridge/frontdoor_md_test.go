@@ -2,12 +2,14 @@ package bridge_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -151,6 +153,49 @@ func TestConnectionNamedHeaderNotForwarded(t *testing.T) {
 			t.Errorf("the backend saw kept: %q, want yes", v)
 		}
 	})
+}
+
+// TestConnectionOptionsCheap: a Connection header of many options beside
+// many forwarded headers costs one pass over the options, not one per
+// header (100,000 options and 1,000 Grpc-Metadata-* headers, 220 KB under
+// net/http's 1 MiB of headers, once took over 2 s of CPU to answer, 20 s
+// under the race detector); the headers it names are still dropped.
+func TestConnectionOptionsCheap(t *testing.T) {
+	var rec mdRecorder
+	e := pathEnv(t, true, bridge.Options{}, &rec)
+	for _, tc := range []struct {
+		name    string
+		headers int
+		want    int
+	}{
+		{"too much metadata", 1000, http.StatusRequestHeaderFieldsTooLarge},
+		{"forwarded", 100, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{"Connection": {strings.Repeat("a,", 100_000) + "grpc-metadata-n7"}}
+			for i := range tc.headers {
+				h.Set(fmt.Sprintf("Grpc-Metadata-N%d", i), "v")
+			}
+			start := time.Now()
+			code, body := postWith(t, e, echoCall, h)
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("answered after %v, want well under a second", d)
+			}
+			if code != tc.want {
+				t.Fatalf("got HTTP %d %s, want %d", code, body, tc.want)
+			}
+			if code != http.StatusOK {
+				return
+			}
+			md := rec.last(t)
+			if v := md["n7"]; v != nil {
+				t.Errorf("the backend saw n7: %q, which the Connection header names", v)
+			}
+			if v := md["n8"]; !equalStrings(v, []string{"v"}) {
+				t.Errorf("the backend saw n8: %q, want v", v)
+			}
+		})
+	}
 }
 
 // TestXForwardedFor: the bridge appends the address of the peer it saw to

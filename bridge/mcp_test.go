@@ -900,3 +900,57 @@ func TestMCPMaxSessions(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestMCPMalformedBodies: a POST /mcp body that is not a JSON-RPC message
+// gets HTTP 400 with a JSON-RPC error of fixed text and a null id, as
+// MCP's Streamable HTTP allows, never the SDK's Go error text
+// (encoding/json's errors, Go type names such as jsonrpc2.wireDecode or
+// map[string]interface {}) nor the body quoted back.
+func TestMCPMalformedBodies(t *testing.T) {
+	e := newEnv(t, bridge.Options{})
+	for _, tc := range []struct {
+		name, body string
+		code       int
+	}{
+		{"not JSON", `xx`, -32700},
+		{"a string", `"x"`, -32700},
+		{"an object id", `{"jsonrpc":"2.0","id":{},"method":"tools/list"}`, -32600},
+		{"version 1.0", `{"jsonrpc":"1.0","id":1,"method":"tools/list"}`, -32600},
+		{"no version", `{"id":1,"method":"tools/list"}`, -32600},
+		{"empty batch", `[]`, -32600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+				t.Fatalf("got HTTP %d %s %s, want 400 with JSON", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+			}
+			var reply struct {
+				JSONRPC string           `json:"jsonrpc"`
+				ID      *json.RawMessage `json:"id"`
+				Error   struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(b, &reply); err != nil || reply.JSONRPC != "2.0" || reply.ID != nil || reply.Error.Code != tc.code {
+				t.Fatalf("got %s (%v), want a JSON-RPC error %d with id null", b, err, tc.code)
+			}
+			for _, leak := range []string{"json:", "Go value", "jsonrpc2", "interface {}", "unmarshal", "malformed payload", tc.body} {
+				if strings.Contains(reply.Error.Message, leak) {
+					t.Errorf("the message %q has %q", reply.Error.Message, leak)
+				}
+			}
+		})
+	}
+}

@@ -105,9 +105,17 @@ func (r *metadataRules) key(name string) (string, bool) {
 // error.
 func (r *metadataRules) forwarded(h http.Header) (metadata.MD, error) {
 	var md metadata.MD
+	var named map[string]bool // the headers Connection names
+	looked := false
 	for name, values := range h {
 		key, ok := r.key(name)
-		if !ok || connectionOption(h, name) {
+		if !ok {
+			continue
+		}
+		if !looked {
+			named, looked = connectionOptions(h), true
+		}
+		if named[name] {
 			continue
 		}
 		if md == nil {
@@ -129,17 +137,28 @@ func (r *metadataRules) forwarded(h http.Header) (metadata.MD, error) {
 	return md, nil
 }
 
-// connectionOption reports whether the Connection header of h names the
-// header name, which makes it hop-by-hop too (RFC 9110 section 7.6.1).
-func connectionOption(h http.Header, name string) bool {
+// connectionOptions returns the names of the headers of h its Connection
+// header names, which makes them hop-by-hop too (RFC 9110 section
+// 7.6.1), nil when none: one pass over its options, each looked up among
+// the names of h, so that many options beside many headers cost their
+// number, not its square.
+func connectionOptions(h http.Header) map[string]bool {
+	var named map[string]bool
 	for _, v := range h["Connection"] {
 		for opt := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(opt), name) {
-				return true
+			opt = textproto.TrimString(opt)
+			if opt == "" || strings.EqualFold(opt, "keep-alive") {
+				continue // the usual one, whose header is never forwarded
+			}
+			if name := textproto.CanonicalMIMEHeaderKey(opt); h[name] != nil {
+				if named == nil {
+					named = make(map[string]bool)
+				}
+				named[name] = true
 			}
 		}
 	}
-	return false
+	return named
 }
 
 // decodeBinary accepts base64 with or without padding, standard or URL

@@ -240,17 +240,26 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request) {
 	rules := s.origins
 	h := w.Header()
 	h.Set("Access-Control-Allow-Methods", corsAllowMethods)
-	allow := rules.allowList
+	// Built once, each name once, so that a preflight asking for many
+	// costs its length (it is answered before authentication).
+	var allow strings.Builder
+	allow.WriteString(rules.allowList)
+	var added map[string]bool
 	for _, v := range r.Header.Values("Access-Control-Request-Headers") {
 		for name := range strings.SplitSeq(v, ",") {
 			name = strings.ToLower(strings.TrimSpace(name))
 			if len(name) > len(grpcMetadataPrefix) && strings.HasPrefix(name, "grpc-metadata-") &&
-				ForbiddenHeader(name[len(grpcMetadataPrefix):]) == "" && !rules.allowHeaders[name] {
-				allow += ", " + name
+				ForbiddenHeader(name[len(grpcMetadataPrefix):]) == "" && !rules.allowHeaders[name] && !added[name] {
+				if added == nil {
+					added = make(map[string]bool)
+				}
+				added[name] = true
+				allow.WriteString(", ")
+				allow.WriteString(name)
 			}
 		}
 	}
-	h.Set("Access-Control-Allow-Headers", allow)
+	h.Set("Access-Control-Allow-Headers", allow.String())
 	h.Set("Access-Control-Max-Age", corsMaxAge)
 	if strings.EqualFold(r.Header.Get("Access-Control-Request-Private-Network"), "true") {
 		h.Set("Access-Control-Allow-Private-Network", "true")

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -73,6 +74,11 @@ type conn struct {
 	cancel   context.CancelFunc // the running request's
 
 	lastPOST bool // the last request was a POST (RFC 9112 2.2: skip a CRLF after it)
+
+	served    bool      // a request was served: the next one is not the first
+	accepted  time.Time // when serve started, which starts the first head's clock
+	headClock bool      // the head being read has its deadline, headDL
+	headDL    time.Time // when it must be read by (zero: no bound)
 }
 
 func (cn *conn) logf(format string, args ...any) {
@@ -87,6 +93,7 @@ func (cn *conn) logf(format string, args ...any) {
 // request goes to net/http.
 func (cn *conn) serve() {
 	hs := cn.srv.HTTP
+	cn.accepted = time.Now()
 	cn.remote = cn.c.RemoteAddr().String()
 	base := context.Background()
 	if hs.BaseContext != nil {
@@ -123,24 +130,41 @@ func (cn *conn) serve() {
 			return
 		}
 		head, err := cn.readHead()
-		if err != nil && !(errors.Is(err, io.EOF) && head == nil) {
-			return // as net/http: a timeout or a broken connection gets no reply
+		if err != nil && !(head == nil && (errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded))) {
+			return // as net/http: a broken connection gets no reply
 		}
-		req, ok := cn.parse(head) // a head cut short by the client is net/http's to answer
+		// A head cut short by the client or by its deadline is net/http's
+		// to answer (400 for a cut header line, nothing for a cut request
+		// line); its deadline, passed, goes with it.
+		req, ok := cn.parse(head)
+		if !ok && cn.served && cn.http2Preface() {
+			// net/http looks for the HTTP/2 preface at the start of
+			// every connection it is given, and would switch this one
+			// to HTTP/2 after HTTP/1.1 requests; alone, it would answer
+			// the preface's request line as HTTP/1 and close.
+			return
+		}
 		if !ok {
 			handedOff = true
 			cn.handOff()
 			return
 		}
 		cn.r += len(head)
+		cn.served, cn.headClock = true, false
 		if !cn.serveRequest(req) {
 			return
 		}
 	}
 }
 
-// awaitRequest waits, idle, for the first bytes of the next request, and
-// tells whether they came.
+// awaitRequest waits for the first bytes of the next request, and tells
+// whether they came. As net/http: the first request's head has
+// ReadHeaderTimeout from the start of the connection, whose wait is part
+// of it; the next ones wait, idle, up to IdleTimeout for 4 bytes, and
+// their head's clock starts then (in readHead), after a POST once the CR
+// and LF bytes of those 4 are dropped (RFC 9112 2.2). Fewer than 4 bytes
+// of a next request, then the end of the connection or of IdleTimeout,
+// close it without a reply, as they do in net/http.
 func (cn *conn) awaitRequest() bool {
 	if cn.r == cn.w {
 		cn.r, cn.w = 0, 0
@@ -148,38 +172,36 @@ func (cn *conn) awaitRequest() bool {
 			cn.buf = make([]byte, readBufferBytes) // a long head grew it
 		}
 	}
-	skip := 0 // CR and LF bytes that may be dropped after a POST
-	if cn.lastPOST {
-		skip = 4
-	}
-	skip = cn.skipCRLF(skip)
-	if cn.r < cn.w {
-		return !cn.srv.shutdown.Load()
-	}
 	hs := cn.srv.HTTP
-	d := hs.IdleTimeout
-	if d == 0 {
-		d = hs.ReadTimeout
+	want, dl := 4, time.Time{}
+	if !cn.served {
+		want = 1
+		if d := readHeaderTimeout(hs); d > 0 {
+			dl = cn.accepted.Add(d)
+		}
+		cn.headClock, cn.headDL = true, dl
+	} else if d := idleTimeout(hs); d > 0 && cn.w-cn.r < want {
+		dl = time.Now().Add(d)
 	}
-	cn.mu.Lock()
-	if cn.state == stateClosed {
-		cn.mu.Unlock()
-		return false
-	}
-	cn.state = stateIdle
-	if d > 0 {
-		cn.rdl = time.Now().Add(d)
-	} else {
-		cn.rdl = time.Time{}
-	}
-	cn.mu.Unlock()
-	for cn.r == cn.w {
-		n, err := cn.read(cn.buf[cn.w:])
-		cn.w += n
-		if err != nil && cn.r == cn.w {
+	if cn.w-cn.r < want {
+		cn.mu.Lock()
+		if cn.state == stateClosed {
+			cn.mu.Unlock()
 			return false
 		}
-		skip = cn.skipCRLF(skip)
+		cn.state = stateIdle
+		cn.rdl = dl
+		cn.mu.Unlock()
+		for cn.w-cn.r < want {
+			n, err := cn.read(cn.buf[cn.w:])
+			cn.w += n
+			if err != nil && cn.w-cn.r < want {
+				return false
+			}
+		}
+	}
+	if cn.lastPOST {
+		cn.skipCRLF(4)
 	}
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
@@ -190,19 +212,24 @@ func (cn *conn) awaitRequest() bool {
 	return true
 }
 
-// skipCRLF drops up to n CR and LF bytes that begin the buffer, and
-// returns how many more it may drop: some clients send a CRLF after a
-// POST body (RFC 9112 2.2). net/http drops those of the first 4 bytes
-// after a POST; so does h1.
-func (cn *conn) skipCRLF(n int) int {
+func idleTimeout(hs *http.Server) time.Duration {
+	if hs.IdleTimeout != 0 {
+		return hs.IdleTimeout
+	}
+	return hs.ReadTimeout
+}
+
+// skipCRLF drops up to n CR and LF bytes that begin the buffer: some
+// clients send a CRLF after a POST body (RFC 9112 2.2). net/http drops
+// those of the first 4 bytes after a POST; so does h1.
+func (cn *conn) skipCRLF(n int) {
 	for n > 0 && cn.r < cn.w {
 		if c := cn.buf[cn.r]; c != '\r' && c != '\n' {
-			return 0
+			return
 		}
 		cn.r++
 		n--
 	}
-	return n
 }
 
 // readHead returns the request head at the start of the buffer, reading
@@ -211,7 +238,6 @@ func (cn *conn) skipCRLF(n int) int {
 // of it than maxHeadBytes.
 func (cn *conn) readHead() ([]byte, error) {
 	from := cn.r
-	var start time.Time
 	for {
 		if n := min(cn.w-cn.r, len(requestLine)); string(cn.buf[cn.r:cn.r+n]) != requestLine[:n] {
 			return nil, nil
@@ -234,14 +260,8 @@ func (cn *conn) readHead() ([]byte, error) {
 				cn.buf = grown
 			}
 		}
-		if start.IsZero() {
-			start = time.Now()
-			if d := readHeaderTimeout(cn.srv.HTTP); d > 0 {
-				cn.setReadDeadline(start.Add(d))
-			} else {
-				cn.setReadDeadline(time.Time{})
-			}
-		}
+		cn.startHeadClock()
+		cn.setReadDeadline(cn.headDL)
 		n, err := cn.read(cn.buf[cn.w:])
 		cn.w += n
 		if err != nil {
@@ -252,11 +272,55 @@ func (cn *conn) readHead() ([]byte, error) {
 
 var crlfcrlf = []byte("\r\n\r\n")
 
+// startHeadClock starts the ReadHeaderTimeout of a next request's head,
+// from its first read (a first request's runs from the start).
+func (cn *conn) startHeadClock() {
+	if !cn.headClock {
+		cn.headClock, cn.headDL = true, time.Time{}
+		if d := readHeaderTimeout(cn.srv.HTTP); d > 0 {
+			cn.headDL = time.Now().Add(d)
+		}
+	}
+}
+
 func readHeaderTimeout(hs *http.Server) time.Duration {
 	if hs.ReadHeaderTimeout > 0 {
 		return hs.ReadHeaderTimeout
 	}
 	return hs.ReadTimeout
+}
+
+// http2Start is what net/http's HTTP/2 with prior knowledge looks for
+// first at the start of a connection.
+const http2Start = "PRI * HTTP/2.0"
+
+// http2Preface tells whether the connection's next request begins as the
+// HTTP/2 preface and its HTTP server takes HTTP/2 with prior knowledge,
+// reading (under the head's deadline) until it knows.
+func (cn *conn) http2Preface() bool {
+	if p := cn.srv.HTTP.Protocols; p == nil || !p.UnencryptedHTTP2() {
+		return false
+	}
+	for {
+		n := min(cn.w-cn.r, len(http2Start))
+		if string(cn.buf[cn.r:cn.r+n]) != http2Start[:n] {
+			return false
+		}
+		if n == len(http2Start) {
+			return true
+		}
+		if len(cn.buf)-cn.w < len(http2Start) {
+			cn.w = copy(cn.buf, cn.buf[cn.r:cn.w])
+			cn.r = 0
+		}
+		cn.startHeadClock()
+		cn.setReadDeadline(cn.headDL)
+		m, err := cn.read(cn.buf[cn.w:])
+		cn.w += m
+		if err != nil {
+			return false // net/http answers what came, as HTTP/1
+		}
+	}
 }
 
 // handOff gives the connection, with the bytes read and not consumed, to
@@ -273,7 +337,12 @@ func (cn *conn) handOff() {
 	}
 	cn.mu.Unlock()
 	rest := bytes.Clone(cn.buf[cn.r:cn.w])
-	cn.srv.handoff.give(&replayConn{Conn: cn.c, buf: rest})
+	rc := &replayConn{Conn: cn.c, buf: rest}
+	if cn.headClock && !cn.headDL.IsZero() {
+		rc.headDL = cn.headDL
+		rc.clamp.Store(true)
+	}
+	cn.srv.handoff.give(rc)
 }
 
 // read reads from the connection under the read deadline wanted.

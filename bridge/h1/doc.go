@@ -7,7 +7,10 @@
 // parse as the plain case. The hand-over happens before that request is
 // read: net/http gets its bytes as they arrived and serves the rest of
 // the connection, so every request that is not plain is answered exactly
-// as net/http answers it, refusals included.
+// as net/http answers it, refusals included. One exception: the HTTP/2
+// preface after requests h1 served closes the connection, where net/http,
+// given the connection, would switch it to HTTP/2 (alone, it takes HTTP/2
+// with prior knowledge only at the start of a connection).
 //
 // What it saves per request, against net/http's HTTP/1.1 server: the
 // background read that watches for the client going away, the deadline

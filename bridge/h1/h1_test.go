@@ -219,19 +219,10 @@ var differential = []struct{ name, raw string }{
 	{"garbage", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03"},
 	{"h2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
 	{"cut short after a request", "POST / HTTP/1.1\r\nHost:\r\n\r\n0"},
-}
-
-// badRequest is net/http's answer to a request it cannot parse, as normal
-// writes it.
-const badRequest = "HTTP/1.1 400 Bad Request\nConnection: close\nContent-Type: text/plain; charset=utf-8\nchunked=false close=true\n400 Bad Request\nerr=<nil>\n\n"
-
-// alike tells whether h1's answers (got) are net/http's (want). One
-// difference is allowed: a request cut short by the end of the
-// connection, after requests h1 answered on it, gets net/http's 400 from
-// the connection h1 handed over, where net/http, on the connection it had
-// from the start, closes without a reply.
-func alike(got, want string) bool {
-	return got == want || strings.HasSuffix(got, badRequest) && strings.TrimSuffix(got, badRequest) == want && want != ""
+	{"3 bytes after a request", post("", "a") + "POS"},
+	{"a line cut after a request", post("", "a") + "POST / HT"},
+	{"a header cut after a request", post("", "a") + "POST / HTTP/1.1\r\nHost: h\r\nX-Cu"},
+	{"CR and LF, then a few bytes, after a request", post("", "a") + "\r\nPO"},
 }
 
 func TestDifferential(t *testing.T) {
@@ -240,7 +231,7 @@ func TestDifferential(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			want := normal(exchange(t, p.std, []byte(tc.raw)))
 			got := normal(exchange(t, p.fast, []byte(tc.raw)))
-			if !alike(got, want) {
+			if got != want {
 				t.Errorf("h1 answered\n%s\nnet/http answered\n%s", got, want)
 			}
 		})
@@ -257,7 +248,7 @@ func FuzzDifferential(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		want := normal(exchange(t, p.std, raw))
 		got := normal(exchange(t, p.fast, raw))
-		if !alike(got, want) {
+		if got != want {
 			t.Errorf("for %q h1 answered\n%s\nnet/http answered\n%s", raw, got, want)
 		}
 	})
@@ -482,5 +473,202 @@ func TestReplyInPiecesHeldBounded(t *testing.T) {
 		if n := strings.Count(out, strings.Repeat("x", size)); n != pieces {
 			t.Errorf("%s: %d pieces of body, want %d", addr, n, pieces)
 		}
+	}
+}
+
+// closedAfter sends parts to addr, pausing gap after each one but the
+// last, and returns how long after the connection was opened the server
+// closed it, and what it wrote before.
+func closedAfter(t *testing.T, addr string, parts []string, gap time.Duration) (time.Duration, []byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	done := make(chan []byte, 1)
+	go func() {
+		c.SetReadDeadline(start.Add(20 * time.Second))
+		out, _ := io.ReadAll(c)
+		done <- out
+	}()
+	for i, p := range parts {
+		if _, err := c.Write([]byte(p)); err != nil {
+			break // closed by the server
+		}
+		if i < len(parts)-1 {
+			select {
+			case out := <-done:
+				return time.Since(start), out
+			case <-time.After(gap):
+			}
+		}
+	}
+	out := <-done
+	return time.Since(start), out
+}
+
+// TestHeadTimeoutHolds checks that the time a client has to send a
+// request head is ReadHeaderTimeout from the start, as with net/http,
+// whatever it sends: nothing at all on a new connection (which once
+// waited IdleTimeout), or a head handed to net/http after part of that
+// time went by (which once gave the client a second ReadHeaderTimeout).
+func TestHeadTimeoutHolds(t *testing.T) {
+	const rht = 2 * time.Second
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
+	srv := func(lean bool) string {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := &http.Server{Handler: h, ReadHeaderTimeout: rht, IdleTimeout: 10 * time.Second}
+		if lean {
+			s := New(hs)
+			go s.Serve(lis)
+			t.Cleanup(func() { s.Close() })
+		} else {
+			go hs.Serve(lis)
+			t.Cleanup(func() { hs.Close() })
+		}
+		return lis.Addr().String()
+	}
+	std, fast := srv(false), srv(true)
+	long := "POST / HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("X-Pad: "+strings.Repeat("v", 90)+"\r\n", (maxHeadBytes-2000)/100)
+	trickle := func(first ...string) []string {
+		for range 100 {
+			first = append(first, "X-More: 1\r\n")
+		}
+		return first
+	}
+	for _, tc := range []struct {
+		name  string
+		parts []string
+		gap   time.Duration
+	}{
+		{"nothing sent", []string{""}, 0},
+		{"a head handed over late for its length", trickle(long, strings.Repeat("X-Pad: v\r\n", 400)), 1500 * time.Millisecond},
+		{"a head handed over late for its version", trickle("POST / HT", "TP/1.0\r\nHost: h\r\n"), 1500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, addr := range []string{std, fast} {
+				d, _ := closedAfter(t, addr, tc.parts, tc.gap)
+				if d < rht-100*time.Millisecond || d > rht+900*time.Millisecond {
+					t.Errorf("%s: closed after %v, want ReadHeaderTimeout (%v)", addr, d.Round(time.Millisecond), rht)
+				}
+			}
+		})
+	}
+}
+
+// TestHeadTimeoutAnswers checks that a head cut short by
+// ReadHeaderTimeout is answered as net/http answers it (400 when a
+// header line was cut, nothing when the request line was), as a head cut
+// short by the end of the connection already is.
+func TestHeadTimeoutAnswers(t *testing.T) {
+	p := startPair(t, http.HandlerFunc(echo))
+	for _, tc := range []struct{ name, raw string }{
+		{"request line cut", "POST / HTTP/1.1"},
+		{"a few bytes", "PO"},
+		{"header line cut", "POST / HTTP/1.1\r\nHost: h\r\nX-Cut"},
+		{"header line cut after a request", post("", "a") + "POST / HTTP/1.1\r\nHost: h\r\nX-Cut"},
+		{"complete lines, no end", "POST / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, w := closedAfter(t, p.std, []string{tc.raw}, 0)
+			_, g := closedAfter(t, p.fast, []string{tc.raw}, 0)
+			if got, want := normal(g), normal(w); got != want {
+				t.Errorf("h1 answered\n%s\nnet/http answered\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestHandedOverHalfCloses checks that a connection handed to net/http
+// keeps its CloseWrite, so that net/http, closing a connection whose
+// request body is left unread, ends its writing side first and the
+// client reads the reply and then the end, not a reset, as from
+// net/http alone.
+func TestHandedOverHalfCloses(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("refused")) })
+	p := startPair(t, h)
+	for _, addr := range []string{p.std, p.fast} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte("POST /other HTTP/1.1\r\nHost: h\r\nContent-Length: 4000000\r\n\r\n" + strings.Repeat("a", 300<<10)))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		io.ReadAll(resp.Body)
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%s: after the reply: %v, want EOF (the server's CloseWrite)", addr, err)
+		}
+		c.Close()
+	}
+}
+
+// TestNoHTTP2AfterRequests checks that with unencrypted HTTP/2 on, the
+// HTTP/2 preface starts HTTP/2 only at the start of a connection, as
+// with net/http alone: after requests h1 served, the connection handed
+// to net/http once switched to HTTP/2 there, since net/http looks for the
+// preface at the start of every connection it is given; now it is closed
+// (net/http alone answers the preface's request line as HTTP/1, closing
+// the connection after it).
+func TestNoHTTP2AfterRequests(t *testing.T) {
+	h := http.HandlerFunc(echo)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	s := New(&http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, Protocols: p})
+	go s.Serve(lis)
+	defer s.Close()
+	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00" // and an empty SETTINGS frame
+	addr := lis.Addr().String()
+	for _, tc := range []struct {
+		name, raw string
+		http2     bool
+	}{
+		{"at the start", preface, true},
+		{"after a request", post("", "a") + preface, false},
+		{"after a request, in pieces", post("", "a") + preface[:8], false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			c.Write([]byte(tc.raw))
+			if tc.name == "after a request, in pieces" {
+				time.Sleep(100 * time.Millisecond)
+				c.Write([]byte(preface[8:]))
+			}
+			br := bufio.NewReader(c)
+			if !tc.http2 {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.ReadAll(resp.Body)
+			}
+			// An HTTP/2 server's first frame is its SETTINGS: 9 bytes, type 4.
+			frame := make([]byte, 9)
+			_, err = io.ReadFull(br, frame)
+			if got := err == nil && frame[3] == 4; got != tc.http2 {
+				t.Errorf("got a SETTINGS frame %v (%q, %v), want %v", got, frame, err, tc.http2)
+			}
+		})
 	}
 }

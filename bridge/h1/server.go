@@ -206,6 +206,38 @@ func (l *handoffListener) Addr() net.Addr { return l.addr }
 type replayConn struct {
 	net.Conn
 	buf []byte
+	// headDL is the deadline of the head h1 was reading, if it had one:
+	// HTTP's first read deadline, that of the head it reads, is held to
+	// it, lest a client get ReadHeaderTimeout twice by having its head
+	// handed over late.
+	headDL time.Time
+	clamp  atomic.Bool
+}
+
+// SetReadDeadline sets t, the first time no later than headDL.
+func (c *replayConn) SetReadDeadline(t time.Time) error {
+	if c.clamp.Swap(false) && (t.IsZero() || t.After(c.headDL)) {
+		t = c.headDL
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline is SetReadDeadline and SetWriteDeadline.
+func (c *replayConn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// CloseWrite ends the writing side, as a *net.TCPConn's: net/http does
+// before closing a connection whose request body is left unread, so that
+// the client reads the reply rather than a reset.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {
