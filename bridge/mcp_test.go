@@ -954,3 +954,89 @@ func TestMCPMalformedBodies(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPSDKRepliesInJSONRPC: in a session, what the SDK would answer in
+// its own words gets the bridge's, in JSON-RPC: params of the wrong shape
+// for the protocol's own methods (its messages name Go types: "into Go
+// struct field mcp.ListToolsParams.cursor of type string"), an unknown
+// method (the SDK's plain-text 400 "JSON RPC not handled"), and a request
+// or notification with the id in the wrong place. Each reply is one
+// JSON-RPC error with the request's id, where it has one.
+func TestMCPSDKRepliesInJSONRPC(t *testing.T) {
+	e := newEnv(t, bridge.Options{})
+	post := func(t *testing.T, session, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, _ := post(t, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if session == "" {
+		t.Fatalf("initialize: HTTP %d, no session", resp.StatusCode)
+	}
+	post(t, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		id         string // "" is null
+		code       int
+	}{
+		{"tools/list with an array", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":[1]}`, 200, "2", -32602},
+		{"tools/list with a number cursor", `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":5}}`, 200, "3", -32602},
+		{"tools/call with a number name", `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":5}}`, 200, `"c"`, -32602},
+		{"initialize again, a number version", `{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":5}}`, 200, "4", -32602},
+		{"an unknown method", `{"jsonrpc":"2.0","id":5,"method":"no/such"}`, 200, "5", -32601},
+		{"a request without an id", `{"jsonrpc":"2.0","method":"tools/list"}`, 400, "", -32600},
+		{"a notification with an id", `{"jsonrpc":"2.0","id":6,"method":"notifications/initialized"}`, 400, "6", -32600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b := post(t, session, tc.body)
+			msg := b
+			if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+				_, msg, _ = strings.Cut(b, "data: ")
+				msg, _, _ = strings.Cut(msg, "\n")
+			} else if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+				t.Fatalf("got HTTP %d %s %q, want JSON or an event stream", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+			}
+			var reply struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   *struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(msg), &reply); err != nil || reply.JSONRPC != "2.0" || reply.Error == nil {
+				t.Fatalf("got HTTP %d %q (%v), want a JSON-RPC error", resp.StatusCode, b, err)
+			}
+			wantID := tc.id
+			if wantID == "" {
+				wantID = "null"
+			}
+			if resp.StatusCode != tc.status || string(reply.ID) != wantID || reply.Error.Code != tc.code {
+				t.Errorf("got HTTP %d, id %s, code %d (%s); want HTTP %d, id %s, code %d", resp.StatusCode, reply.ID, reply.Error.Code, msg, tc.status, wantID, tc.code)
+			}
+			for _, leak := range []string{"json:", "Go value", "Go struct", "mcp.", "jsonrpc2", "unmarshal", "handling '"} {
+				if strings.Contains(reply.Error.Message, leak) {
+					t.Errorf("the message %q has %q", reply.Error.Message, leak)
+				}
+			}
+		})
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,86 +118,14 @@ func (s *Server) Handler() http.Handler {
 			defer s.listens.Add(-1)
 		}
 		if r.Method != http.MethodPost {
-			s.http.ServeHTTP(w, r)
+			s.http.ServeHTTP(&replies{ResponseWriter: w, log: s.opts.Logger}, r)
 			return
 		}
-		pw := &payloadErrors{ResponseWriter: w, log: s.opts.Logger}
-		s.http.ServeHTTP(pw, r)
-		pw.end()
+		rw := newReplies(w, r, s.opts.Logger)
+		s.http.ServeHTTP(rw, r)
+		rw.end()
 	})
 }
-
-// payloadErrors is the ResponseWriter of a POST the SDK serves: its
-// plain-text 400 for a body that is no JSON-RPC message ("malformed
-// payload: " and Go error text, encoding/json's with Go type names, or
-// the body quoted back) becomes a JSON-RPC error of fixed text with a
-// null id, as Streamable HTTP allows; the SDK's text is logged. Every
-// other reply passes as written.
-type payloadErrors struct {
-	http.ResponseWriter
-	log     *slog.Logger
-	held    bool // a plain-text 400 whose body decides
-	decided bool
-	dropped bool // the SDK's text, replaced
-}
-
-// The replies a malformed payload gets: bodies the SDK cannot decode as
-// messages, and messages that are not valid JSON-RPC 2.0.
-var (
-	payloadParseError     = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the body is not a JSON-RPC message or batch"}}`)
-	payloadInvalidRequest = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the body is not a valid JSON-RPC 2.0 message or batch"}}`)
-)
-
-func (w *payloadErrors) WriteHeader(code int) {
-	if !w.decided && !w.held && code == http.StatusBadRequest && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
-		w.held = true
-		return
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *payloadErrors) Write(b []byte) (int, error) {
-	if w.held && !w.decided {
-		w.decided = true
-		const prefix = "malformed payload: "
-		if text, ok := strings.CutPrefix(string(b), prefix); ok {
-			w.log.Debug("MCP request refused", "reason", "malformed_payload", "error", strings.TrimSpace(text))
-			reply := payloadInvalidRequest
-			if strings.HasPrefix(text, "unmarshaling") {
-				reply = payloadParseError
-			}
-			h := w.Header()
-			h.Del("X-Content-Type-Options")
-			h.Set("Content-Type", "application/json")
-			h.Set("Content-Length", strconv.Itoa(len(reply)))
-			w.ResponseWriter.WriteHeader(http.StatusBadRequest)
-			_, _ = w.ResponseWriter.Write(reply)
-			w.dropped = true
-			return len(b), nil
-		}
-		w.ResponseWriter.WriteHeader(http.StatusBadRequest)
-	}
-	if w.dropped {
-		return len(b), nil
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// end writes a held status that no body followed.
-func (w *payloadErrors) end() {
-	if w.held && !w.decided {
-		w.decided = true
-		w.ResponseWriter.WriteHeader(http.StatusBadRequest)
-	}
-}
-
-// Flush is http.Flusher's, for the SDK's event streams.
-func (w *payloadErrors) Flush() {
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-// Unwrap is for http.ResponseController.
-func (w *payloadErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // opensSession tells whether r may open a session that outlives it: a
 // POST without a session: initialize in the protocol revisions before

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -27,7 +28,7 @@ const maxCountedLine = 1 << 20
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	d := &drain{quiet: make(chan struct{}, 1)}
 	r := &countingReader{r: in, d: d, ctx: ctx}
-	w := &countingWriter{w: out, d: d}
+	w := &countingWriter{w: out, d: d, log: s.opts.Logger}
 	return s.sdk.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(r), Writer: w})
 }
 
@@ -130,11 +131,24 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // it writes.
 type countingWriter struct {
 	w       io.Writer
+	log     *slog.Logger
 	d       *drain
 	partial []byte
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
+	// The SDK writes each message, and its newline, in one Write.
+	if msg, ok := bytes.CutSuffix(p, []byte("\n")); ok && len(c.partial) == 0 && len(msg) > 0 && msg[0] == '{' {
+		if safe, ok := safeReply(msg, c.log); ok {
+			if _, err := c.w.Write(append(safe, '\n')); err != nil {
+				return 0, err
+			}
+			if m, ok := parse(safe); ok && m.Method == "" {
+				c.d.add(-1)
+			}
+			return len(p), nil
+		}
+	}
 	n, err := c.w.Write(p)
 	lines(&c.partial, p[:n], func(line []byte) {
 		if m, ok := parse(line); ok && m.Method == "" {

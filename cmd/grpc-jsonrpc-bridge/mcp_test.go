@@ -129,6 +129,8 @@ func TestMCPCommandPipe(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"helloworld_Greeter_SayHello","arguments":{"name":"Ada"}}}`,
+		// The SDK's answer names Go types; the bridge's does not.
+		`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"cursor":5}}`,
 	}, "\n") + "\n"
 	for i := range 5 {
 		var stdout, stderr syncBuffer
@@ -150,13 +152,16 @@ func TestMCPCommandPipe(t *testing.T) {
 				t.Fatalf("run %d: stdout line %q: %v", i, line, err)
 			}
 			ids[string(m.ID)] = true
+			if string(m.ID) == "4" && (!strings.Contains(line, `"code":-32602`) || strings.Contains(line, "Go struct") || strings.Contains(line, "unmarshal")) {
+				t.Errorf("run %d: bad params answered %s, want -32602 in the bridge's words", i, line)
+			}
 			// The initialize result names the bridge as --version does.
 			if info := m.Result.ServerInfo; string(m.ID) == "1" && (info.Name != "grpc-jsonrpc-bridge" || info.Version != version()) {
 				t.Errorf("run %d: serverInfo %+v, want grpc-jsonrpc-bridge %q", i, info, version())
 			}
 		}
-		if !ids["1"] || !ids["2"] || !ids["3"] || len(ids) != 3 {
-			t.Fatalf("run %d: answers to %v, want 1, 2 and 3:\n%s", i, ids, stdout.String())
+		if !ids["1"] || !ids["2"] || !ids["3"] || !ids["4"] || len(ids) != 4 {
+			t.Fatalf("run %d: answers to %v, want 1 to 4:\n%s", i, ids, stdout.String())
 		}
 	}
 }
