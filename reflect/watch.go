@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -276,7 +277,8 @@ func (w *Watcher) discover(ctx context.Context, i int) error {
 // publicError is what Status says of a failed discovery: what went wrong,
 // in the bridge's own words, never the Go error text of the reflection
 // client or the dialer (those go to the log), since /readyz answers
-// anyone who can reach the listener.
+// anyone who can reach the listener; only why a TLS handshake failed is
+// kept.
 func publicError(err error) string {
 	const seeLog = " (the bridge's log has the details)"
 	switch {
@@ -284,6 +286,14 @@ func publicError(err error) string {
 		return "reflect: the backend has no server reflection: describe its services with --protoset FILE or --proto FILE -I DIR"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "reflect: discovery timed out" + seeLog
+	}
+	// A failed TLS handshake is the deployment's to fix, and what failed
+	// (an untrusted certificate, a wrong name, the bridge's own tls.ca_file
+	// check) says how: kept, out of grpc-go's quoting.
+	const handshake = "authentication handshake failed: "
+	if _, why, ok := strings.Cut(err.Error(), handshake); ok {
+		why = strings.ReplaceAll(strings.TrimRight(why, `"\`), `\"`, `"`)
+		return "reflect: the TLS handshake with the backend failed: " + why
 	}
 	if s, ok := status.FromError(err); ok && s.Code() != codes.OK && s.Code() != codes.Unknown {
 		return fmt.Sprintf("reflect: the reflection call failed with code %d (%s)%s", s.Code(), s.Code(), seeLog)

@@ -162,7 +162,7 @@ func TestBackendWithWrongCA(t *testing.T) {
 	want := "not trusted by tls.ca_file " + otherCA.file
 	p.stderr.until(t, "a clear CA error", func(l string) bool { return strings.Contains(l, want) })
 	status, body := do(t, "http://"+listen+"/readyz", "")
-	if status != 503 || !strings.Contains(body, "not trusted by tls.ca_file") || !strings.Contains(body, "unknown authority") {
+	if status != 503 || !strings.Contains(body, "the TLS handshake with the backend failed: ") || !strings.Contains(body, "its certificate is not trusted by tls.ca_file") || !strings.Contains(body, "unknown authority") || strings.Contains(body, "rpc error") {
 		t.Errorf("readyz: got %d %s, want 503 explaining the CA", status, body)
 	}
 }
