@@ -73,6 +73,14 @@ type Call struct {
 	state   uint8
 	id      uint32
 	refused bool // the backend did not process it: safe to retry
+	// requeue is set with refused when the call was left out by a
+	// connection that had answered other calls and drains: one that
+	// served its quota of calls (nginx's keepalive_requests) while more
+	// were queued, or above its GOAWAY's last stream. The backend has not
+	// seen it, and calls are being served: it is tried again however
+	// often this happens, while its deadline allows, as grpc-go's
+	// transparent retry does for a call that got no stream.
+	requeue bool
 	reset   bool // its stream is to be reset, with rstCode
 	rstCode uint32
 
@@ -146,7 +154,7 @@ func (call *Call) init() {
 	call.Response = call.Response[:0]
 	call.Header, call.Trailer, call.Err, call.Remote = nil, nil, nil, false
 	call.conn, call.deadline = nil, time.Time{}
-	call.state, call.id, call.refused, call.reset, call.rstCode = stateIdle, 0, false, false, 0
+	call.state, call.id, call.refused, call.requeue, call.reset, call.rstCode = stateIdle, 0, false, false, false, 0
 	call.sent, call.recvUnacked = 0, 0
 	call.gotHeaders, call.encoding, call.block = false, "", blockState{}
 	call.prefixN, call.inMsg, call.compressed, call.msgEnd, call.msgs = 0, false, false, 0, 0
@@ -190,7 +198,9 @@ func (call *Call) Messages(yield func([]byte) bool) {
 // Invoke makes call and waits until it ends, ctx is done or its deadline
 // passes; it returns call.Err. A call the backend refused unprocessed
 // (REFUSED_STREAM, or above a GOAWAY's last stream) or never received (its
-// connection was lost before it had a stream) is tried once more.
+// connection was lost before it had a stream) is tried once more; one
+// left out by a draining connection that served others (see
+// Call.requeue) is tried again each time.
 func (c *Client) Invoke(ctx context.Context, call *Call) error {
 	if call.done == nil {
 		call.done = make(chan struct{}, 1)
@@ -209,10 +219,16 @@ func (c *Client) Invoke(ctx context.Context, call *Call) error {
 				<-call.done
 			}
 		}
-		if !call.refused || attempt > 0 {
+		if !call.retry(attempt) {
 			return call.finish()
 		}
 	}
+}
+
+// retry reports whether call, ended after attempt attempts (from 0), is to
+// be tried again.
+func (call *Call) retry(attempt int) bool {
+	return call.refused && (attempt == 0 || call.requeue)
 }
 
 // A Group waits for calls started together, such as a batch's: their
@@ -259,7 +275,9 @@ func (g *Group) start(ctx context.Context, c *Client, call *Call) {
 
 // Wait writes the frames of g's calls and waits until all have ended; when
 // ctx is done first it ends the others with its status. The calls the
-// backend refused are tried once more, together.
+// backend refused are tried once more, together (those left out by a
+// draining connection that served others, see Call.requeue, again each
+// time).
 func (g *Group) Wait(ctx context.Context) {
 	if !g.open {
 		return
@@ -268,11 +286,11 @@ func (g *Group) Wait(ctx context.Context) {
 		g.wait(ctx)
 		g.retry = g.retry[:0]
 		for _, call := range g.calls {
-			if call.group == g && call.refused {
+			if call.group == g && call.retry(attempt) {
 				g.retry = append(g.retry, call)
 			}
 		}
-		if len(g.retry) == 0 || attempt > 0 {
+		if len(g.retry) == 0 {
 			break
 		}
 		g.conns = g.conns[:0]

@@ -274,7 +274,7 @@ func (cn *conn) fillLocked(b []byte) []byte {
 	// Out of stream ids: the calls still waiting go to another connection.
 	for cn.draining.Load() && len(cn.pending) > 0 {
 		call := cn.pending[0]
-		call.refused = true
+		cn.leftOutLocked(call)
 		cn.finishLocked(call, errUnsent)
 	}
 	return b
@@ -415,7 +415,7 @@ func (cn *conn) readLoop() {
 	for _, call := range cn.pending {
 		// A call that never had a stream cannot have reached the
 		// backend: it is tried again, on another connection.
-		call.refused = true
+		cn.leftOutLocked(call)
 		open = append(open, call)
 	}
 	for _, call := range cn.streams {
@@ -437,6 +437,19 @@ func (cn *conn) readLoop() {
 	for _, call := range open {
 		call.complete()
 	}
+}
+
+// leftOutLocked marks call, which the backend never saw on cn (it had no
+// stream, or one above a GOAWAY's last stream id), as refused: safe to
+// retry. When cn had answered calls it is retried however often this
+// happens: a backend that serves some calls per connection and then
+// drains it, as nginx after keepalive_requests, can leave a call out
+// again and again while more are queued than one connection serves. A
+// connection that never answered made no progress: its calls are retried
+// once.
+func (cn *conn) leftOutLocked(call *Call) {
+	call.refused = true
+	call.requeue = cn.answered.Load()
 }
 
 var errUnsent = status.Error(codes.Unavailable, "transport: the connection to the backend was lost before the call was sent")
@@ -764,13 +777,13 @@ func (cn *conn) onGoAway(last, code uint32, debug []byte) error {
 	refused := status.Error(codes.Unavailable, "transport: received GOAWAY from the backend")
 	for id, call := range cn.streams {
 		if id > last {
-			call.refused = true
+			cn.leftOutLocked(call)
 			cn.finishLocked(call, refused)
 		}
 	}
 	for len(cn.pending) > 0 {
 		call := cn.pending[0]
-		call.refused = true
+		cn.leftOutLocked(call)
 		cn.finishLocked(call, refused)
 	}
 	cn.mu.Unlock()
