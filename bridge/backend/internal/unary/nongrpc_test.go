@@ -48,6 +48,21 @@ func TestNonGRPCServer(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html")
 		w.Write([]byte("<html></html>"))
 	})
+	// nginx's own answers in front of a gRPC backend (grpc_pass): 502 when
+	// the backend is down, 504 past grpc_read_timeout, 413 past
+	// client_max_body_size, each an HTML page.
+	for path, code := range map[string]int{
+		"/test.Svc/NginxBadGateway": http.StatusBadGateway, "/test.Svc/NginxGatewayTimeout": http.StatusGatewayTimeout,
+		"/test.Svc/NginxTooLarge": http.StatusRequestEntityTooLarge,
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.Header().Set("Server", "nginx/1.22.1")
+			w.WriteHeader(code)
+			w.Write([]byte("<html>\r\n<head><title>" + http.StatusText(code) + "</title></head>\r\n<body>\r\n<center><h1>" +
+				http.StatusText(code) + "</h1></center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n"))
+		})
+	}
 	mux.HandleFunc("/test.Svc/Empty200", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/grpc")
 	})
@@ -86,7 +101,10 @@ func TestNonGRPCServer(t *testing.T) {
 		{"/test.Svc/TooMany", codes.Unavailable, "429"},
 		{"/test.Svc/Teapot", codes.Unknown, "418"},
 		{"/test.Svc/HTML", codes.Unknown, "content-type"}, // as grpc-go
-		{"/test.Svc/Empty200", codes.Unknown, ""},         // as grpc-go: no grpc-status leaves operateHeaders' default code
+		{"/test.Svc/NginxBadGateway", codes.Unavailable, "502"},
+		{"/test.Svc/NginxGatewayTimeout", codes.Unavailable, "504"},
+		{"/test.Svc/NginxTooLarge", codes.Unknown, "413"},
+		{"/test.Svc/Empty200", codes.Unknown, ""}, // as grpc-go: no grpc-status leaves operateHeaders' default code
 		{"/test.Svc/NoTrailers", codes.Internal, "trailers"},
 		{"/test.Svc/Grpc", codes.OK, ""},
 		{"/test.Svc/GrpcError", codes.NotFound, "no ✓ here 100%"},
@@ -109,6 +127,8 @@ func TestNonGRPCServer(t *testing.T) {
 					}
 				} else if msg := status.Convert(err).Message(); !strings.Contains(msg, tt.msg) {
 					t.Errorf("message %q does not contain %q", msg, tt.msg)
+				} else if strings.Contains(msg, "<") {
+					t.Errorf("message %q holds the body of the response", msg) // grpc-go's holds its start
 				}
 			}
 		})
