@@ -13,7 +13,8 @@
 // It covers what unary calls need of HTTP/2 and gRPC: flow control both
 // ways, SETTINGS (concurrent stream limit, window and frame sizes, header
 // table size), PING, keepalive, GOAWAY and RST_STREAM (calls the backend never saw are
-// retried once on a new connection), CONTINUATION, padding, trailers-only
+// retried once on a new connection, or each time when a draining connection
+// that served others left them out: see Call.requeue), CONTINUATION, padding, trailers-only
 // responses, grpc-timeout, metadata (-bin values in base64) and status
 // details. A server-streaming call whose messages are wanted all at once
 // is made the same way (Call.Stream). A call's response can be held to a
