@@ -35,8 +35,11 @@ type conn struct {
 	done     chan struct{} // closed when the reader has stopped
 	wake     chan struct{} // wakes the writer
 	opened   time.Time     // when the connection was established
-	// answered is set once the backend has sent a response header block:
-	// the connection worked, whatever ends it later.
+	// answered is set once the backend has sent a response header block,
+	// or a GOAWAY(NO_ERROR) whose last stream is one the client opened:
+	// the connection worked, the backend took calls on it, whatever ends
+	// it later. (nginx, with keepalive_requests at most its stream limit,
+	// sends that GOAWAY before it answers any call.)
 	answered atomic.Bool
 	// readSome is set at every frame read when keepalive is on.
 	readSome atomic.Bool
@@ -441,8 +444,8 @@ func (cn *conn) readLoop() {
 
 // leftOutLocked marks call, which the backend never saw on cn (it had no
 // stream, or one above a GOAWAY's last stream id), as refused: safe to
-// retry. When cn had answered calls it is retried however often this
-// happens: a backend that serves some calls per connection and then
+// retry. When cn had answered calls (or taken them, see conn.answered) it
+// is retried however often this happens: a backend that serves some calls per connection and then
 // drains it, as nginx after keepalive_requests, can leave a call out
 // again and again while more are queued than one connection serves. A
 // connection that never answered made no progress: its calls are retried
@@ -768,6 +771,11 @@ func (cn *conn) onSettings(p []byte) error {
 // connection is closed. GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings")
 // makes new connections ping half as often.
 func (cn *conn) onGoAway(last, code uint32, debug []byte) error {
+	cn.mu.Lock()
+	if code == errCodeNo && last > 0 && last < cn.nextID {
+		cn.answered.Store(true) // the backend took calls: not a storm
+	}
+	cn.mu.Unlock()
 	cn.draining.Store(true)
 	if code == errCodeEnhanceYourCalm && string(debug) == "too_many_pings" && cn.kaTime > 0 {
 		cn.client.calmDown(cn)

@@ -1,6 +1,7 @@
 package unary
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -37,6 +38,11 @@ type h2peer struct {
 	onHeaders func(s *h2stream, f *http2.MetaHeadersFrame)
 	// closeFirst closes the first connection this long after it opened.
 	closeFirst time.Duration
+	// lateAnswers holds the requests that end back until every frame
+	// the client has sent is read, as a proxy's answers come later from
+	// upstream: what the peer sends on reading a HEADERS (a GOAWAY) goes
+	// out before the answers to requests sent with it.
+	lateAnswers bool
 }
 
 // h2stream is one request to an h2peer, with what answers it.
@@ -95,7 +101,8 @@ func (p *h2peer) serveConn(nc net.Conn, n int32) {
 	}
 	// The server's preface goes out at once, before the client's can
 	// have arrived, as grpc-go's does.
-	fr := http2.NewFramer(nc, nc)
+	br := bufio.NewReader(nc)
+	fr := http2.NewFramer(nc, br)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	fr.SetMaxReadFrameSize(defaultMaxFrame) // the client must keep to it
 	fr.AllowIllegalWrites = true
@@ -125,7 +132,14 @@ func (p *h2peer) serveConn(nc net.Conn, n int32) {
 		fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: v})
 		pending = append(pending, int64(v))
 	}
+	var late []*h2stream
 	for {
+		if len(late) > 0 && br.Buffered() == 0 {
+			for _, s := range late {
+				p.respond(s)
+			}
+			late = late[:0]
+		}
 		f, err := fr.ReadFrame()
 		if err != nil {
 			if err != io.EOF && !isClosed(err) {
@@ -193,6 +207,10 @@ func (p *h2peer) serveConn(nc net.Conn, n int32) {
 				}
 				delete(streams, f.StreamID)
 				delete(sendWin, f.StreamID)
+				if p.lateAnswers {
+					late = append(late, s)
+					continue
+				}
 				p.respond(s)
 			}
 		}
