@@ -445,11 +445,11 @@ func (cn *conn) readLoop() {
 // leftOutLocked marks call, which the backend never saw on cn (it had no
 // stream, or one above a GOAWAY's last stream id), as refused: safe to
 // retry. When cn had answered calls (or taken them, see conn.answered) it
-// is retried however often this happens: a backend that serves some calls per connection and then
-// drains it, as nginx after keepalive_requests, can leave a call out
-// again and again while more are queued than one connection serves. A
-// connection that never answered made no progress: its calls are retried
-// once.
+// is retried however often this happens: a backend that serves some
+// calls per connection and then drains it, as nginx after
+// keepalive_requests, can leave a call out again and again while more are
+// queued than one connection serves. A connection that never answered
+// made no progress: its calls are retried once.
 func (cn *conn) leftOutLocked(call *Call) {
 	call.refused = true
 	call.requeue = cn.answered.Load()
