@@ -4,8 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
@@ -54,4 +56,67 @@ func TestProtoSource(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzProtoSource: whatever files a backend sends, every service, method,
+// message and enum that discovery builds from them prints (describe
+// --format proto) without a panic or an error, as one definition of its
+// kind and name ending in a newline. The seeds are FuzzDescribe's.
+//
+//	go test -run '^$' -fuzz FuzzProtoSource -fuzztime 60s -fuzzminimizetime 20x ./reflect/
+func FuzzProtoSource(f *testing.F) {
+	addDescribeSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		set := new(descriptorpb.FileDescriptorSet)
+		if proto.Unmarshal(b, set) != nil || len(set.GetFile()) > 50 {
+			return
+		}
+		for _, fdp := range set.GetFile() {
+			if fdp == nil {
+				return
+			}
+		}
+		reg, err := describe(t.Context(), newDescriber(newMemSource(set.GetFile()...)), services(set.GetFile()...))
+		if err != nil {
+			return
+		}
+		check := func(d protoreflect.Descriptor, keyword string) {
+			s, err := ProtoSource(d)
+			if err != nil {
+				t.Fatalf("%s: %v", d.FullName(), err)
+			}
+			head := keyword + " " + string(d.Name())
+			if !strings.HasSuffix(s, "\n") || strings.HasSuffix(s, "\n\n") || !strings.Contains(s, head) {
+				t.Fatalf("%s printed as %q, want a definition starting %q, ending in one newline", d.FullName(), s, head)
+			}
+		}
+		var types func(c typeContainer)
+		types = func(c typeContainer) {
+			for i := range c.Enums().Len() {
+				check(c.Enums().Get(i), "enum")
+			}
+			for i := range c.Messages().Len() {
+				m := c.Messages().Get(i)
+				check(m, "message")
+				types(m)
+			}
+		}
+		reg.Files().RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+			types(fd)
+			for i := range fd.Services().Len() {
+				sd := fd.Services().Get(i)
+				check(sd, "service")
+				for j := range sd.Methods().Len() {
+					check(sd.Methods().Get(j), "rpc")
+				}
+			}
+			return true
+		})
+	})
+}
+
+// typeContainer is a file or a message.
+type typeContainer interface {
+	Messages() protoreflect.MessageDescriptors
+	Enums() protoreflect.EnumDescriptors
 }
