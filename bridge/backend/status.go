@@ -2,6 +2,8 @@ package backend
 
 import (
 	"context"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend/internal/unary"
 	"log/slog"
 	"slices"
 	"strings"
@@ -26,8 +28,19 @@ func Status(ctx context.Context, log *slog.Logger, method string, err error, rem
 	msg := localMessage(ctx, st.Code())
 	if name, ok := resetCode(st); ok {
 		msg = "the backend reset the call's stream (RST_STREAM " + name + ")"
+	} else if m, ok := flowControlMessages[st.Message()]; ok {
+		msg = m
 	}
 	return status.New(st.Code(), msg)
+}
+
+// flowControlMessages are what the client is told of the calls whose
+// stream the direct client reset for the backend's flow-control errors,
+// by the status's message: the code alone (8 for an overflow) would say
+// a message was too large.
+var flowControlMessages = map[string]string{
+	unary.MsgWindowOverflow:   "the backend overflowed the call's HTTP/2 flow-control window (RST_STREAM FLOW_CONTROL_ERROR)",
+	unary.MsgZeroWindowUpdate: "the backend sent a WINDOW_UPDATE of 0 on the call's stream (RST_STREAM PROTOCOL_ERROR)",
 }
 
 // rstPrefix begins the message of the status of a call whose stream the

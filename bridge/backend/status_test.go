@@ -53,6 +53,9 @@ func TestStatusReset(t *testing.T) {
 		{"another local status", codes.Internal, "grpc: error while marshaling", false, "the backend call failed"},
 		{"a connection failure", codes.Unavailable, "error reading from server: EOF", false, "the backend is unavailable"},
 		{"the backend's own status", codes.Internal, rst + "INTERNAL_ERROR", true, rst + "INTERNAL_ERROR"},
+		{"a stream window overflowed", codes.ResourceExhausted, "transport: the backend overflowed the stream's flow-control window", false, "the backend overflowed the call's HTTP/2 flow-control window (RST_STREAM FLOW_CONTROL_ERROR)"},
+		{"a stream WINDOW_UPDATE of 0", codes.Internal, "transport: the backend sent a WINDOW_UPDATE of 0", false, "the backend sent a WINDOW_UPDATE of 0 on the call's stream (RST_STREAM PROTOCOL_ERROR)"},
+		{"a message too large", codes.ResourceExhausted, "grpc: received message larger than max (5 vs. 4)", false, "a message is larger than the maximum message size"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			st := backend.Status(context.Background(), discard, "/test.v1.TestService/Echo", status.Error(tt.code, tt.msg), tt.remote)

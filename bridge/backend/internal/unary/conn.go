@@ -803,6 +803,14 @@ func (cn *conn) onGoAway(last, code uint32, debug []byte) error {
 	return nil
 }
 
+// The messages of the statuses of calls whose stream the client reset
+// for the backend's flow-control errors (RFC 9113 6.9): fixed texts,
+// which bridge/backend tells its clients in its own words.
+const (
+	MsgZeroWindowUpdate = "transport: the backend sent a WINDOW_UPDATE of 0"
+	MsgWindowOverflow   = "transport: the backend overflowed the stream's flow-control window"
+)
+
 func (cn *conn) onWindowUpdate(id uint32, inc uint32) error {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
@@ -818,13 +826,13 @@ func (cn *conn) onWindowUpdate(id uint32, inc uint32) error {
 		switch {
 		case inc == 0:
 			call.resetWith(errCodeProtocol)
-			cn.finishLocked(call, status.Error(codes.Internal, "transport: the backend sent a WINDOW_UPDATE of 0"))
+			cn.finishLocked(call, status.Error(codes.Internal, MsgZeroWindowUpdate))
 			return nil
 		case int64(call.sendWin)+int64(inc) > maxWindow:
 			// RFC 9113 6.9.1: a stream error of FLOW_CONTROL_ERROR, whose
 			// code grpc-go's mapping of RST_STREAM codes makes 8.
 			call.resetWith(errCodeFlowControl)
-			cn.finishLocked(call, status.Error(codes.ResourceExhausted, "transport: the backend overflowed the stream's flow-control window"))
+			cn.finishLocked(call, status.Error(codes.ResourceExhausted, MsgWindowOverflow))
 			return nil
 		}
 		call.sendWin += int32(inc)
