@@ -78,7 +78,7 @@ func (f wsFront) Leave() { f.s.leave() }
 
 func (f wsFront) Admit(x *dispatch.Exchange, n int) (string, bool) {
 	id, _ := x.Caller.(*auth.Caller)
-	if ref := f.s.admit(id, n); ref != nil {
+	if ref := f.s.admit(context.Background(), id, n); ref != nil { // the store bounds its own wait
 		f.s.opts.Metrics.Refusal(ref.reason)
 		return ref.message, false
 	}
