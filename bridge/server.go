@@ -235,6 +235,10 @@ type Options struct {
 	AccessLog *slog.Logger
 	// DisableMCP turns off the MCP server at /mcp (404); see docs/mcp.md.
 	DisableMCP bool
+	// MCPStateless serves /mcp without sessions (the SDK's stateless
+	// Streamable HTTP): no Mcp-Session-Id, each request served on its
+	// own, so that any replica answers any request. False keeps sessions.
+	MCPStateless bool
 	// MaxMCPSessions bounds the MCP sessions open at once at /mcp; past it
 	// a new one gets HTTP 429. Zero means mcp.DefaultMaxSessions.
 	MaxMCPSessions int

@@ -101,6 +101,13 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	if err != nil {
 		return failure(err)
 	}
+	store, err := newRateLimitStore(s, auth, metrics, log)
+	if err != nil {
+		return usageError(err)
+	}
+	if store != nil {
+		defer store.Close()
+	}
 	srv := bridge.New(conn, guardOptions(streamingOptions(bridge.Options{
 		Version:          version(),
 		MaxBodyBytes:     s.MaxBodyBytes,
@@ -110,12 +117,13 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 		MaxCallTimeout:   s.MaxCallTimeout,
 		Metadata:         bridge.Metadata{RequestHeaders: s.Metadata.RequestHeaders, ResponseHeaders: s.Metadata.ResponseHeaders},
 		MaxMetadataBytes: s.MaxMetadataBytes,
-		ReadinessDetails: readiness(s, watcher),
+		ReadinessDetails: withStoreDetails(readiness(s, watcher), store),
 		EmitUnpopulated:  s.EmitUnpopulated,
 		Document:         documentInfo(s, dialable(lis.Addr())),
 		Logger:           log,
 		DisableMCP:       !s.MCP,
-	}, s), s, auth, metrics, access))
+		MCPStateless:     s.MCPStateless,
+	}, s), s, auth, metrics, access, store))
 	httpSrv := httpServer(tr.handler(srv), s, log)
 	httpSrv.RegisterOnShutdown(srv.CloseMCP) // Shutdown would wait for the MCP sessions' open streams
 	front := newFront(httpSrv, s)

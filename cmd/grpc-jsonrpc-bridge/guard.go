@@ -14,6 +14,7 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/explorer"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/h1"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -83,13 +84,16 @@ func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *brid
 
 // guardOptions fills the authentication, limit and observability options
 // of o from s.
-func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bridge.Metrics, access *slog.Logger) bridge.Options {
+func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bridge.Metrics, access *slog.Logger, store *redislimit.Limiter) bridge.Options {
 	o.Auth = auth
 	o.IdentityMetadataKey = s.Auth.IdentityMetadataKey
 	o.MaxInFlight = s.MaxInFlight
 	o.MaxResponseBytes = s.MaxResponseBytes
 	o.RateLimit = float64(s.RateLimit)
 	o.RateBurst = s.RateBurst
+	if store != nil {
+		o.RateLimiter = store
+	}
 	o.BodyTimeout = s.BodyTimeout
 	o.ReplyTimeout = s.ReplyTimeout
 	o.MaxBodyReadsPerClient = s.MaxBodyReadsPerClient
