@@ -124,7 +124,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 		DisableMCP:       !s.MCP,
 		MCPStateless:     s.MCPStateless,
 	}, s), s, auth, metrics, access, store))
-	httpSrv := httpServer(tr.handler(srv), s, log)
+	httpSrv := httpServer(closeWhileDraining(srv, tr.handler(srv)), s, log)
 	httpSrv.RegisterOnShutdown(srv.CloseMCP) // Shutdown would wait for the MCP sessions' open streams
 	front := newFront(httpSrv, s)
 
@@ -194,17 +194,21 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	}
 	log.Info("shutting down", "delay", s.ShutdownDelay.String(), "timeout", s.ShutdownTimeout.String())
 	cancel()
-	drain(context.WithoutCancel(ctx), s, srv, front, log)
+	drain(context.WithoutCancel(ctx), s, srv, log)
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.ShutdownTimeout)
 	defer stop()
+	// WebSocket connections are hijacked: http.Server.Shutdown neither
+	// closes nor waits for them. They close (1001) as their calls end,
+	// while the HTTP requests in flight finish.
+	wsDone := make(chan error, 1)
+	wg.Go(func() { wsDone <- srv.Shutdown(shutdownCtx) })
 	if err := front.Shutdown(shutdownCtx); err != nil {
 		front.Close()
-		_ = srv.Shutdown(shutdownCtx) // closes the WebSocket connections at once
+		stop() // closes the WebSocket connections at once
+		<-wsDone
 		return failure(fmt.Errorf("shutdown: requests still running after %s: %w", s.ShutdownTimeout, err))
 	}
-	// WebSocket connections are hijacked: http.Server.Shutdown neither
-	// closes nor waits for them.
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	if err := <-wsDone; err != nil {
 		return failure(fmt.Errorf("shutdown: WebSocket connections still open after %s: %w", s.ShutdownTimeout, err))
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
