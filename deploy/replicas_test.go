@@ -442,7 +442,9 @@ func drive(ctx context.Context, url, body string, header http.Header, rate float
 					o.err = err
 					return
 				}
-				req.Header = header.Clone()
+				if header != nil {
+					req.Header = header.Clone()
+				}
 				req.Header.Set("Content-Type", "application/json")
 				t0 := time.Now()
 				resp, err := client.Do(req)
@@ -465,12 +467,22 @@ func drive(ctx context.Context, url, body string, header http.Header, rate float
 	return out[:total]
 }
 
-// perSecond counts, for each second of the run (by when calls were
-// sent), the calls whose outcome matches.
+// perSecond counts, for each whole second of the run (by when calls
+// were sent), the calls whose outcome matches.
 func perSecond(out []outcome, match func(outcome) bool) []int {
 	var counts []int
+	if len(out) == 0 {
+		return nil
+	}
+	whole := int(out[len(out)-1].sent/time.Second) + 1
+	if out[len(out)-1].sent%time.Second < 900*time.Millisecond {
+		whole-- // the last second is not whole
+	}
 	for _, o := range out {
 		s := int(o.sent / time.Second)
+		if s >= whole {
+			break
+		}
 		for len(counts) <= s {
 			counts = append(counts, 0)
 		}

@@ -228,8 +228,8 @@ func TestRollingRestart(t *testing.T) {
 	}
 	steady, n := p99(out, 0, ws[0].from)
 	during, m := p99(out, ws[0].from, ws[len(ws)-1].to)
-	t.Logf("%d calls, %d replicas restarted in turn (%v): p99 %s steady (%d calls), %s during the restarts (%d calls)",
-		len(out), len(ws), ws, steady, n, during, m)
+	t.Logf("%d calls; %d replicas restarted in turn from %s to %s: p99 %s steady (%d calls), %s during the restarts (%d calls)",
+		len(out), len(ws), ws[0].from.Round(time.Millisecond), ws[len(ws)-1].to.Round(time.Millisecond), steady, n, during, m)
 }
 
 func grepLines(s, sub string) string {
