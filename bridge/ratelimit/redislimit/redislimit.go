@@ -59,6 +59,7 @@ func Fallbacks() []Fallback { return []Fallback{Local, Allow, Deny} }
 const (
 	DefaultTimeout       = 50 * time.Millisecond
 	DefaultProbeInterval = 250 * time.Millisecond
+	DefaultMaxLease      = 1024
 	// keyPrefix starts the key of every identity's state (redis_rate adds
 	// its own "rate:" before it).
 	keyPrefix = "grpc-jsonrpc-bridge"
@@ -89,6 +90,11 @@ type Options struct {
 	// Local is the limiter of Fallback Local; nil means a
 	// ratelimit.Local of Limit.
 	Local ratelimit.Limiter
+	// MaxLease is the most calls of one identity a Limiter takes from the
+	// store ahead of need, to admit them without a round trip; they are
+	// dropped unused after a second. Zero means a tenth of the burst, at
+	// most DefaultMaxLease; negative takes none ahead.
+	MaxLease int
 	// ProbeInterval is how often the store is asked during an outage.
 	// Zero means DefaultProbeInterval.
 	ProbeInterval time.Duration
@@ -144,7 +150,9 @@ type Limiter struct {
 	log      *slog.Logger
 	store    string // the URL, redacted
 
-	ids []identity // by ratelimit.Identity.Index
+	ids      []identity     // by ratelimit.Identity.Index
+	maxLease int            // the most calls a replica takes ahead of need
+	wg       sync.WaitGroup // refills of leases
 
 	down   atomic.Bool
 	errors atomic.Uint64
@@ -159,12 +167,20 @@ type Limiter struct {
 type identity struct {
 	// blocked is the Unix nanosecond time until which the store said no
 	// call of the identity may pass: a refusal of one call, remembered.
-	blocked atomic.Int64
-	mu      sync.Mutex
-	busy    bool      // a round trip of the identity is out
-	queue   []*waiter // calls waiting for the next one
-	_       [64]byte  // keep identities' locks apart
+	blocked  atomic.Int64
+	mu       sync.Mutex
+	busy     bool      // a round trip of the identity is out
+	queue    []*waiter // calls waiting for the next one
+	lease    int       // calls the store allowed that no call has taken yet
+	leaseEnd time.Time // when they are dropped
+	want     int       // the lease the next round trip asks for
+	tight    bool      // the last round trip allowed less than it asked
+	_        [64]byte  // keep identities' locks apart
 }
+
+// leaseTTL is how long calls the store allowed ahead of need stay usable:
+// past it they are dropped, and the identity's limit is the stricter for it.
+const leaseTTL = time.Second
 
 // waiter is one call waiting for a round trip.
 type waiter struct {
@@ -202,6 +218,12 @@ func New(o Options) (*Limiter, error) {
 	if o.Fallback == "" {
 		o.Fallback = Local
 	}
+	switch {
+	case o.MaxLease == 0:
+		o.MaxLease = min(DefaultMaxLease, o.Limit.Burst/10)
+	case o.MaxLease < 0:
+		o.MaxLease = 0
+	}
 	if o.Local == nil {
 		o.Local = ratelimit.NewLocal(o.Limit, o.Identities)
 	}
@@ -236,6 +258,7 @@ func New(o Options) (*Limiter, error) {
 		log:      o.Logger,
 		store:    Redacted(o.URL),
 		ids:      make([]identity, max(1, o.Identities)),
+		maxLease: o.MaxLease,
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		outage:   outage{since: time.Now()},
@@ -274,6 +297,7 @@ func perPeriod(perSecond float64) (int, time.Duration) {
 func (l *Limiter) Close() error {
 	l.stop()
 	<-l.done
+	l.wg.Wait()
 	err := l.client.Close()
 	if errors.Is(err, redis.ErrClosed) {
 		return nil
@@ -319,6 +343,12 @@ func (l *Limiter) Allow(ctx context.Context, id ratelimit.Identity, n int) (bool
 	st := &l.ids[id.Index]
 	now := time.Now()
 	if until := st.blocked.Load(); until > now.UnixNano() {
+		st.mu.Lock()
+		ok := st.take(n, now) // allowed before the refusal
+		st.mu.Unlock()
+		if ok {
+			return true, 0
+		}
 		return false, time.Duration(until - now.UnixNano())
 	}
 	ok, wait, err := l.ask(st, key(id), n)
@@ -364,12 +394,20 @@ func key(id ratelimit.Identity) string {
 	return keyPrefix + ":" + id.Name
 }
 
-// ask decides n calls of the identity st in a round trip: its own, or,
-// when one is out, the next one, shared with every call that arrives
-// meanwhile.
+// ask decides n calls of the identity st: from its lease when that
+// holds enough, else in a round trip, its own or, when one is out, the
+// next one, shared with every call that arrives meanwhile.
 func (l *Limiter) ask(st *identity, key string, n int) (bool, time.Duration, error) {
-	w := &waiter{n: n, done: make(chan struct{})}
 	st.mu.Lock()
+	if st.take(n, time.Now()) {
+		if st.lease < (st.want+1)/2 && !st.busy { // refill ahead of need
+			st.busy = true
+			l.wg.Go(func() { l.lead(st, key, nil) })
+		}
+		st.mu.Unlock()
+		return true, 0, nil
+	}
+	w := &waiter{n: n, done: make(chan struct{})}
 	st.queue = append(st.queue, w)
 	if st.busy {
 		st.mu.Unlock()
@@ -380,27 +418,79 @@ func (l *Limiter) ask(st *identity, key string, n int) (bool, time.Duration, err
 		st.mu.Lock()
 	}
 	st.busy = true
-	batch := st.queue
+	st.mu.Unlock()
+	l.lead(st, key, w)
+	return w.ok, w.wait, w.err
+}
+
+// take takes n calls from the identity's lease, if it holds them and has
+// not expired. st.mu is held.
+func (st *identity) take(n int, now time.Time) bool {
+	if st.lease > 0 && now.After(st.leaseEnd) {
+		st.lease = 0
+		st.want = max(1, st.want/2) // more was taken than used
+	}
+	if st.lease < n {
+		return false
+	}
+	st.lease -= n
+	return true
+}
+
+// lead makes round trips for st while calls wait, w among them (nil for a
+// refill of the lease), then lets the next caller lead. st.busy is set.
+func (l *Limiter) lead(st *identity, key string, w *waiter) {
+	st.mu.Lock()
+	batch := st.queue // w, when not nil, is first: it queued while none led
 	st.queue = nil
+	if len(batch) > 0 && l.maxLease > 0 && !st.tight {
+		st.want = min(max(1, st.want*2), l.maxLease) // calls had to wait: lease more
+	}
+	extra := st.want - st.lease
 	st.mu.Unlock()
 
-	l.trip(st, key, batch)
+	left, short := l.trip(st, key, batch, w, max(0, extra))
 
 	st.mu.Lock()
-	if len(st.queue) > 0 {
-		next := st.queue[0] // leads the next round trip, with the calls queued behind it
-		next.lead = true
-		close(next.done)
+	now := time.Now()
+	if short {
+		// The identity is at its limit: take nothing ahead, and ask for
+		// each call all or nothing (AllowAtMost short of what it asks
+		// spends a fraction of a call more than it allows).
+		st.want = 0
+	}
+	st.tight = short
+	if left > 0 {
+		st.lease += left
+		st.leaseEnd = now.Add(leaseTTL)
+	}
+	// The calls that came during the trip: from the lease while it lasts;
+	// the rest wait for the next trip, which the first of them makes.
+	queue := st.queue[:0]
+	for _, q := range st.queue {
+		if st.take(q.n, now) {
+			q.ok = true
+			close(q.done)
+		} else {
+			queue = append(queue, q)
+		}
+	}
+	st.queue = queue
+	if len(queue) > 0 {
+		queue[0].lead = true
+		close(queue[0].done)
 	} else {
 		st.busy = false
 	}
 	st.mu.Unlock()
-	return w.ok, w.wait, w.err
 }
 
-// trip decides batch, the waiting calls of st, in one round trip, and
-// wakes them (all but the first, the caller).
-func (l *Limiter) trip(st *identity, key string, batch []*waiter) {
+// trip decides batch, the waiting calls of st, and asks extra calls more
+// for the lease, in one round trip; it wakes the calls of batch but self
+// (the caller's, nil for a refill) and returns how many calls the store
+// allowed beyond those of batch it admitted, and whether it allowed fewer
+// than asked.
+func (l *Limiter) trip(st *identity, key string, batch []*waiter, self *waiter, extra int) (int, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	var res *redis_rate.Result
@@ -409,38 +499,40 @@ func (l *Limiter) trip(st *identity, key string, batch []*waiter) {
 	for _, w := range batch {
 		total += w.n
 	}
-	if len(batch) == 1 {
+	if len(batch) == 1 && extra == 0 {
 		res, err = l.rl.AllowN(ctx, key, l.limit, total) // all or nothing
 	} else {
-		res, err = l.rl.AllowAtMost(ctx, key, l.limit, total) // in the order they came
+		res, err = l.rl.AllowAtMost(ctx, key, l.limit, total+extra) // in the order they came
 	}
-	left := 0
+	left, short := 0, true
 	if err != nil {
 		l.failed(err)
 	} else {
-		left = res.Allowed
-		if res.Allowed == 0 && res.RetryAfter > 0 && (len(batch) > 1 || total == 1) {
+		left, short = res.Allowed, res.Allowed < total+extra
+		if res.Allowed == 0 && res.RetryAfter > 0 && (len(batch) != 1 || total == 1 || extra > 0) {
 			// Not even one call passes before RetryAfter: remember it.
 			st.blocked.Store(time.Now().Add(res.RetryAfter).UnixNano())
 		}
 	}
-	for i, w := range batch {
+	single := len(batch) == 1 && extra == 0
+	for _, w := range batch {
 		w.err = err
 		switch {
 		case err != nil:
 		case w.n <= left:
 			w.ok, left = true, left-w.n
-		case len(batch) == 1:
+		case single:
 			w.wait = res.RetryAfter // for all n
 		case res.Allowed == 0 && res.RetryAfter > 0:
 			w.wait = res.RetryAfter + time.Duration(w.n-1)*l.emission
 		default:
 			w.wait = time.Duration(w.n) * l.emission
 		}
-		if i > 0 {
+		if w != self {
 			close(w.done)
 		}
 	}
+	return left, short
 }
 
 // failed counts a failed round trip and, when the store was up, starts

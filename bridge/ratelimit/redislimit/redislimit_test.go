@@ -396,3 +396,44 @@ func FuzzParseURL(f *testing.F) {
 		_ = redislimit.Redacted(s)
 	})
 }
+
+// TestLease: a replica takes calls ahead of need, up to a tenth of the
+// burst, so that calls one after another mostly pass without a round
+// trip; what it took counts against the shared limit all the same, and
+// two replicas together never pass more than the burst.
+func TestLease(t *testing.T) {
+	srv := redistest.Start(t, "")
+	const burst = 1000
+	o := redislimit.Options{URL: srv.URL(), Limit: ratelimit.Limit{Rate: 0.01, Burst: burst}}
+	a, _ := newLimiter(t, o)
+	b, _ := newLimiter(t, o)
+	before := evalCalls(t, srv)
+	admitted := 0
+	for i := range 2 * burst {
+		l := a
+		if i%2 == 1 {
+			l = b
+		}
+		if ok, _ := l.Allow(t.Context(), alice, 1); ok {
+			admitted++
+		}
+	}
+	trips := evalCalls(t, srv) - before
+	t.Logf("%d sequential calls over two replicas: %d admitted in %d round trips", 2*burst, admitted, trips)
+	if admitted > burst || admitted < burst-2*burst/10 {
+		t.Errorf("admitted %d, want at most the burst (%d), less at most the two leases", admitted, burst)
+	}
+	if trips > 2*burst/10 {
+		t.Errorf("%d round trips for %d calls: the lease did not save them", trips, 2*burst)
+	}
+	// Without a lease, every call is a round trip (the idle case).
+	o.MaxLease = -1
+	c, _ := newLimiter(t, o)
+	before = evalCalls(t, srv)
+	for range 10 {
+		c.Allow(t.Context(), ratelimit.Identity{Name: "carol"}, 1)
+	}
+	if trips := evalCalls(t, srv) - before; trips < 10 { // and the new limiter's first probe
+		t.Errorf("MaxLease -1: %d round trips for 10 calls, want one each", trips)
+	}
+}
