@@ -76,11 +76,7 @@ func TestGlobalRateLimit(t *testing.T) {
 		if got[0] < 90 || got[0] > 110 {
 			t.Errorf("first second: %d admitted, want the burst and a second's worth (about 100)", got[0])
 		}
-		for s, n := range got[1:] {
-			if n < 45 || n > 55 {
-				t.Errorf("second %d: %d admitted, want 50 ± 10%%", s+1, n)
-			}
-		}
+		checkRate(t, got[1:], 50, "after the first second")
 		for _, r := range rs {
 			if e := r.metric("jsonrpc_bridge_rate_limit_store_errors_total"); e != 0 {
 				t.Errorf("replica %s: %v store errors, want 0", r.addr(), e)
@@ -96,11 +92,7 @@ func TestGlobalRateLimit(t *testing.T) {
 		}
 		got := perSecond(out, admitted)
 		t.Logf("admitted each second, 3 replicas alone: %v", got)
-		for s, n := range got[1:] {
-			if n < 130 || n > 170 {
-				t.Errorf("second %d: %d admitted, want about 150 (3 × 50)", s+1, n)
-			}
-		}
+		checkRate(t, got[1:], 150, "after the first second, each replica its own 50")
 	})
 }
 
@@ -132,16 +124,8 @@ func TestRateLimitStoreOutage(t *testing.T) {
 		}
 		got := perSecond(out, admitted)
 		t.Logf("admitted each second; store killed at %s, back at %s: %v", killAt, backAt, got)
-		for s := 3; s < 5; s++ { // the outage: each replica alone
-			if got[s] < 120 || got[s] > 175 {
-				t.Errorf("second %d, store down: %d admitted, want about 150, each replica's own limit", s, got[s])
-			}
-		}
-		for s := 7; s < 9; s++ { // 2 s after the store's return: global again
-			if got[s] < 45 || got[s] > 55 {
-				t.Errorf("second %d, store back for 2 s: %d admitted, want 50 ± 10%%", s, got[s])
-			}
-		}
+		checkRate(t, got[3:5], 150, "seconds 3 and 4, the store down: each replica its own 50")
+		checkRate(t, got[7:9], 50, "seconds 7 and 8, 2 s after the store's return: global again")
 		for _, r := range rs {
 			if e := r.metric("jsonrpc_bridge_rate_limit_store_errors_total"); e == 0 {
 				t.Errorf("replica %s: no store errors counted", r.addr())
@@ -230,6 +214,26 @@ func TestRollingRestart(t *testing.T) {
 	during, m := p99(out, ws[0].from, ws[len(ws)-1].to)
 	t.Logf("%d calls; %d replicas restarted in turn from %s to %s: p99 %s steady (%d calls), %s during the restarts (%d calls)",
 		len(out), len(ws), ws[0].from.Round(time.Millisecond), ws[len(ws)-1].to.Round(time.Millisecond), steady, n, during, m)
+}
+
+// checkRate checks that the calls admitted each second average want
+// ± 10%. A second may stray further (by ± 30%): calls are counted by when
+// the client sent them, and a stall of the loaded machine moves a few
+// across a second's boundary (39 and 56 in two seconds, where the store
+// admitted 50 in each).
+func checkRate(t *testing.T, perSecond []int, want int, what string) {
+	t.Helper()
+	sum := 0
+	for _, n := range perSecond {
+		sum += n
+		if float64(n) < 0.7*float64(want) || float64(n) > 1.3*float64(want) {
+			t.Errorf("%s: %v admitted a second, one of them far from %d", what, perSecond, want)
+		}
+	}
+	mean := float64(sum) / float64(len(perSecond))
+	if mean < 0.9*float64(want) || mean > 1.1*float64(want) {
+		t.Errorf("%s: %.1f admitted a second on average (%v), want %d ± 10%%", what, mean, perSecond, want)
+	}
 }
 
 func grepLines(s, sub string) string {
