@@ -18,6 +18,9 @@
 //	                  requests, handing every other connection to net/http
 //	bridge/explorer   GET /explorer: the API explorer page (static, embedded)
 //	bridge/mcp        /mcp and stdio: the methods as MCP tools (mcp.Engine)
+//	bridge/ratelimit  the rate limit's decision (Limiter): Local, per process
+//	  redislimit      a Limiter shared by replicas through Redis (GCRA),
+//	                  with Local as its fallback; cmd wires it
 //
 // The files of this package, each with one job: server.go (Options, their
 // defaults, New, Update, Handle), http.go (routes, POST /, GET
@@ -26,7 +29,7 @@
 // Exchange: metadata, identity, trace context, timeout, capture),
 // metadata.go (which headers travel as metadata, and their size),
 // deadline.go (the timeout headers), limit.go (in-flight slots, rate
-// limits, bodies being read, WebSocket counts), compress.go (gzip both
+// limits through a ratelimit.Limiter, bodies being read, WebSocket counts), compress.go (gzip both
 // ways), observe.go (refusals told to the observer), ws.go (GET /ws up to
 // the upgrade, and the ws.Front of its frames), mcp_engine.go (/mcp: the
 // mcp.Engine, whose tool calls run as POST / calls), readiness.go (the

@@ -142,7 +142,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	var limited *refusal
 	if e := wire.Parse(in.Bytes(), s.opts.MaxBatchSize, &msg); e != nil {
 		reply = wire.AppendError(out.AvailableBuffer(), wire.NullID, e)
-	} else if limited = s.admit(x.id, msg.Len()); limited == nil {
+	} else if limited = s.admit(r.Context(), x.id, msg.Len()); limited == nil {
 		reply = s.run(r.Context(), &msg, &x.Exchange, out.AvailableBuffer())
 	}
 	s.startReply(rc)

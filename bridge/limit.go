@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"hash/maphash"
 	"math"
 	"net/http"
@@ -10,11 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -27,10 +28,10 @@ const (
 
 // guard is the Server's state for the limits of the front door.
 type guard struct {
-	inFlight atomic.Int64    // JSON-RPC HTTP requests and WebSocket frames being answered
-	limiters []*rate.Limiter // per identity index; one shared when authentication is off
-	draining atomic.Bool     // Drain was called: /readyz answers 503
-	served   atomic.Uint64   // JSON-RPC HTTP requests and WebSocket frames answered
+	inFlight atomic.Int64      // JSON-RPC HTTP requests and WebSocket frames being answered
+	limiter  ratelimit.Limiter // nil when RateLimit is off
+	draining atomic.Bool       // Drain was called: /readyz answers 503
+	served   atomic.Uint64     // JSON-RPC HTTP requests and WebSocket frames answered
 
 	reading     *tally       // POST / bodies being read, by client
 	readingConn *tally       // POST / bodies being read, by HTTP/2 connection
@@ -40,28 +41,27 @@ type guard struct {
 
 func newGuard(opts Options) *guard {
 	g := &guard{reading: newTally(), readingConn: newTally(), wsClient: newTally()}
-	if opts.RateLimit > 0 {
+	switch {
+	case opts.RateLimit <= 0:
+	case opts.RateLimiter != nil:
+		g.limiter = opts.RateLimiter
+	default:
 		n := 1
 		if opts.Auth != nil {
 			n = opts.Auth.Len()
 		}
-		for range n {
-			g.limiters = append(g.limiters, rate.NewLimiter(rate.Limit(opts.RateLimit), opts.RateBurst))
-		}
+		g.limiter = ratelimit.NewLocal(ratelimit.Limit{Rate: opts.RateLimit, Burst: opts.RateBurst}, n)
 	}
 	return g
 }
 
-// limiter is the rate limiter of the calls of id (nil with
-// authentication off), nil when there is none.
-func (g *guard) limiter(id *auth.Caller) *rate.Limiter {
-	switch {
-	case g.limiters == nil:
-		return nil
-	case id == nil:
-		return g.limiters[0]
+// rateIdentity is whose rate limit the calls of id (nil with
+// authentication off) count against.
+func rateIdentity(id *auth.Caller) ratelimit.Identity {
+	if id == nil {
+		return ratelimit.Identity{}
 	}
-	return g.limiters[id.Index()]
+	return ratelimit.Identity{Index: id.Index(), Name: id.Name()}
 }
 
 // refusal is a request refused before any of its calls ran: HTTP 429.
@@ -80,10 +80,12 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, x *exchange) bool
 		s.tooMany(w, r, x, s.inFlightRefusal())
 		return false
 	}
-	if lim := s.guard.limiter(x.id); lim != nil && lim.Tokens() < 1 {
-		s.guard.inFlight.Add(-1)
-		s.tooMany(w, r, x, rateRefusal(lim, 1))
-		return false
+	if lim := s.guard.limiter; lim != nil {
+		if spent, wait := lim.Spent(rateIdentity(x.id)); spent {
+			s.guard.inFlight.Add(-1)
+			s.tooMany(w, r, x, s.rateRefusal(wait))
+			return false
+		}
 	}
 	s.opts.Metrics.RequestStarted()
 	return true
@@ -110,39 +112,30 @@ func (s *Server) leave() {
 	s.opts.Metrics.RequestDone()
 }
 
-// admit takes n calls' worth of tokens from the rate limiter of id, or
-// returns the refusal when there are not enough: nothing
-// of the message runs then. HTTP and WebSocket both ask it, after parsing
-// a message and before running it: over HTTP POST the refusal is 429, over
-// WebSocket a RESOURCE_EXHAUSTED error for each call of the frame.
-func (s *Server) admit(id *auth.Caller, n int) *refusal {
-	lim := s.guard.limiter(id)
+// admit takes n calls' worth of the rate limit of id, or returns the
+// refusal when there is not enough left: nothing of the message runs
+// then. HTTP and WebSocket both ask it, after parsing a message and
+// before running it: over HTTP POST the refusal is 429, over WebSocket a
+// RESOURCE_EXHAUSTED error for each call of the frame. ctx bounds the
+// wait for a shared store (see ratelimit.Limiter).
+func (s *Server) admit(ctx context.Context, id *auth.Caller, n int) *refusal {
+	lim := s.guard.limiter
 	if lim == nil {
 		return nil
 	}
-	now := time.Now()
-	res := lim.ReserveN(now, n)
-	if res.OK() && res.DelayFrom(now) == 0 {
-		return nil
-	}
-	if !res.OK() {
+	if n > s.opts.RateBurst {
 		return &refusal{reason: "rate_limit", retryAfter: time.Second,
-			message: "a batch of " + strconv.Itoa(n) + " calls is more than rate_burst (" + strconv.Itoa(lim.Burst()) + ") allows at once"}
+			message: "a batch of " + strconv.Itoa(n) + " calls is more than rate_burst (" + strconv.Itoa(s.opts.RateBurst) + ") allows at once"}
 	}
-	ref := rateRefusal(lim, n)
-	ref.retryAfter = res.DelayFrom(now)
-	res.CancelAt(now)
-	return ref
+	if ok, wait := lim.Allow(ctx, rateIdentity(id), n); !ok {
+		return s.rateRefusal(wait)
+	}
+	return nil
 }
 
-func rateRefusal(lim *rate.Limiter, n int) *refusal {
-	wait := time.Second
-	if l := float64(lim.Limit()); l > 0 {
-		missing := float64(n) - lim.Tokens()
-		wait = time.Duration(missing / l * float64(time.Second))
-	}
+func (s *Server) rateRefusal(wait time.Duration) *refusal {
 	return &refusal{reason: "rate_limit", retryAfter: wait,
-		message: "the caller's rate limit (rate_limit " + strconv.FormatFloat(float64(lim.Limit()), 'g', -1, 64) + " calls a second) is used up; retry later"}
+		message: "the caller's rate limit (rate_limit " + strconv.FormatFloat(s.opts.RateLimit, 'g', -1, 64) + " calls a second) is used up; retry later"}
 }
 
 // tooMany answers 429 with Retry-After in whole seconds (at least 1) and a

@@ -59,6 +59,7 @@ func (s *Server) MCP() *mcp.Server {
 			EmitUnpopulated: s.opts.EmitUnpopulated,
 			MaxBodyBytes:    s.opts.MaxBodyBytes,
 			MaxSessions:     s.opts.MaxMCPSessions,
+			Stateless:       s.opts.MCPStateless,
 			Logger:          s.log,
 		})
 	}

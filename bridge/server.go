@@ -13,6 +13,7 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/observe"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ws"
 
@@ -184,6 +185,13 @@ type Options struct {
 	// RateBurst is how many calls an identity may make at once above
 	// RateLimit. Zero means the larger of MaxBatchSize and RateLimit.
 	RateBurst int
+	// RateLimiter, if not nil, decides the rate limit in place of the
+	// one this process keeps (ratelimit.Local), such as a store shared by
+	// every replica (package redislimit) made with the same RateLimit and
+	// RateBurst. RateLimit must still be positive to turn limiting on; it
+	// names the limit in refusals, and RateBurst refuses a batch larger
+	// than it before the limiter is asked.
+	RateLimiter ratelimit.Limiter
 	// BodyTimeout bounds the time the body of a POST / takes to arrive,
 	// from the end of its headers (the http.Server's ReadTimeout does when
 	// it is shorter); past it the request is answered HTTP 408. Zero means
@@ -227,6 +235,10 @@ type Options struct {
 	AccessLog *slog.Logger
 	// DisableMCP turns off the MCP server at /mcp (404); see docs/mcp.md.
 	DisableMCP bool
+	// MCPStateless serves /mcp without sessions (the SDK's stateless
+	// Streamable HTTP): no Mcp-Session-Id, each request served on its
+	// own, so that any replica answers any request. False keeps sessions.
+	MCPStateless bool
 	// MaxMCPSessions bounds the MCP sessions open at once at /mcp; past it
 	// a new one gets HTTP 429. Zero means mcp.DefaultMaxSessions.
 	MaxMCPSessions int

@@ -10,11 +10,13 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
 
-// Shutdown closes every WebSocket connection with status 1001 (going
-// away), which cancels their calls and streams, refuses new ones with
-// HTTP 503, and waits until the connections are gone or ctx ends. It is
-// safe to call more than once. It does not touch POST / calls: shut the
-// http.Server down for those.
+// Shutdown refuses new WebSocket connections with HTTP 503 and closes
+// every open one with status 1001 (going away) once its calls and streams
+// have ended; those still running shortly before ctx's deadline (see
+// ws.Server.Shutdown) are closed with 1001 then, which cancels them. It
+// waits until the connections are gone or ctx ends, and is safe to call
+// more than once. It does not touch POST / calls: shut the http.Server
+// down for those, at the same time.
 func (s *Server) Shutdown(ctx context.Context) error { return s.ws.Shutdown(ctx) }
 
 // serveWS upgrades GET /ws to a WebSocket connection and serves JSON-RPC
@@ -78,7 +80,7 @@ func (f wsFront) Leave() { f.s.leave() }
 
 func (f wsFront) Admit(x *dispatch.Exchange, n int) (string, bool) {
 	id, _ := x.Caller.(*auth.Caller)
-	if ref := f.s.admit(id, n); ref != nil {
+	if ref := f.s.admit(context.Background(), id, n); ref != nil { // the store bounds its own wait
 		f.s.opts.Metrics.Refusal(ref.reason)
 		return ref.message, false
 	}

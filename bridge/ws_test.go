@@ -312,10 +312,32 @@ func TestWSShutdown(t *testing.T) {
 	if m := w.recv(); m["method"] != "rpc.stream.message" {
 		t.Fatalf("got %v, want the stream's message", m)
 	}
+	idle := dialWS(t, e) // nothing runs on it
+	busy := dialWS(t, e) // a unary call runs on it
+	busy.send(`{"jsonrpc":"2.0","method":"test.v1.TestService.Sleep","params":{"duration":"0.5s"},"id":7}`)
+	time.Sleep(100 * time.Millisecond) // the call has started
+	const timeout = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
 	done := make(chan error, 1)
-	go func() { done <- e.bridge.Shutdown(context.Background()) }()
+	go func() { done <- e.bridge.Shutdown(ctx) }()
+	// An idle connection goes at once; a busy one once its call has
+	// answered; one whose stream does not end just before the deadline.
+	if got := idle.closeStatus(); got != websocket.StatusGoingAway || time.Since(start) > 500*time.Millisecond {
+		t.Errorf("idle connection: got close status %v after %s, want %v at once", got, time.Since(start), websocket.StatusGoingAway)
+	}
+	if m := busy.recv(); fmt.Sprint(m["id"]) != "7" || m["result"] == nil {
+		t.Errorf("the call running at Shutdown: got %v, want its result", m)
+	}
+	if got := busy.closeStatus(); got != websocket.StatusGoingAway || time.Since(start) > timeout/2 {
+		t.Errorf("busy connection: got close status %v after %s, want %v once its call answered", got, time.Since(start), websocket.StatusGoingAway)
+	}
 	if got := w.closeStatus(); got != websocket.StatusGoingAway {
 		t.Errorf("got close status %v, want %v", got, websocket.StatusGoingAway)
+	}
+	if took := time.Since(start); took < timeout*3/4 || took > timeout {
+		t.Errorf("the held stream's connection closed after %s, want shortly before Shutdown's deadline (%s)", took, timeout)
 	}
 	waitFor(t, e.backend.Cancelled("shutdown"), "the backend to see stream "+id+" cancelled")
 	if err := <-done; err != nil {
@@ -324,7 +346,7 @@ func TestWSShutdown(t *testing.T) {
 	if err := e.bridge.Shutdown(context.Background()); err != nil {
 		t.Errorf("second Shutdown: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel = context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if _, resp, err := websocket.Dial(ctx, e.url+"/ws", nil); err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("dial after Shutdown: got %v, want HTTP 503", err)

@@ -13,6 +13,7 @@ func (s Settings) withGuardDefaults() Settings {
 	d := Defaults()
 	s.ShutdownDelay, s.Auth, s.MaxInFlight, s.MaxResponseBytes = d.ShutdownDelay, d.Auth, d.MaxInFlight, d.MaxResponseBytes
 	s.RateLimit, s.RateBurst = d.RateLimit, d.RateBurst
+	s.RateLimitStoreTimeout, s.RateLimitStoreFallback = d.RateLimitStoreTimeout, d.RateLimitStoreFallback
 	s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout = d.ReadHeaderTimeout, d.ReadTimeout, d.WriteTimeout, d.IdleTimeout
 	s.AccessLog, s.Metrics, s.DirectCalls, s.BackendKeepalive, s.MCP = d.AccessLog, d.Metrics, d.DirectCalls, d.BackendKeepalive, d.MCP
 	s.Explorer, s.LeanHTTP1 = d.Explorer, d.LeanHTTP1

@@ -26,6 +26,8 @@ type key struct {
 	fileOnly bool
 	// secret values are masked by Settings.YAML.
 	secret bool
+	// secretURL values are URLs whose password Settings.YAML masks.
+	secretURL bool
 	// short is the one-letter form of the flag, such as "I"; empty means none.
 	short string
 }
@@ -51,6 +53,7 @@ func keys() []key {
 		{name: "emit_unpopulated", usage: "include fields holding default values in results", field: func(s *Settings) any { return &s.EmitUnpopulated }},
 		{name: "direct_calls", usage: "send unary calls through the bridge's own HTTP/2 client instead of grpc-go's (not with tracing)", field: func(s *Settings) any { return &s.DirectCalls }},
 		{name: "mcp", usage: "serve the methods as Model Context Protocol tools at /mcp; false makes /mcp 404", field: func(s *Settings) any { return &s.MCP }},
+		{name: "mcp_stateless", usage: "serve /mcp without sessions (no Mcp-Session-Id), so that any replica behind a load balancer answers any MCP request; no list_changed notifications, no GET stream", field: func(s *Settings) any { return &s.MCPStateless }},
 		{name: "backend_keepalive.time", usage: "ping a backend after this long without a frame from it, and close the connection when the ping goes unanswered; 0s turns keepalive off (at least 10s, as grpc-go)", field: func(s *Settings) any { return &s.BackendKeepalive.Time }},
 		{name: "backend_keepalive.timeout", usage: "how long a keepalive ping waits for an answer before the connection is closed", field: func(s *Settings) any { return &s.BackendKeepalive.Timeout }},
 		{name: "backend_keepalive.permit_without_stream", usage: "send keepalive pings also while no call is in flight", field: func(s *Settings) any { return &s.BackendKeepalive.PermitWithoutStream }},
@@ -64,6 +67,10 @@ func keys() []key {
 		{name: "max_response_bytes", usage: "largest reply of a call, or sum of the replies of a batch, in bytes", field: func(s *Settings) any { return &s.MaxResponseBytes }},
 		{name: "rate_limit", usage: "calls a second each identity may make; 0 turns rate limiting off", field: func(s *Settings) any { return &s.RateLimit }},
 		{name: "rate_burst", usage: "calls an identity may make at once above rate_limit; 0 means the larger of max_batch_size and rate_limit", field: func(s *Settings) any { return &s.RateBurst }},
+		{name: "rate_limit_store", usage: "Redis store, redis://HOST:PORT/DB (rediss:// for TLS; a password may come in the URL), that makes rate_limit and rate_burst one limit for every replica naming it; empty limits each replica alone", field: func(s *Settings) any { return &s.RateLimitStore }, secretURL: true},
+		{name: "rate_limit_store_password_file", usage: "file holding the rate limit store's password (as a Kubernetes Secret mounts it); empty means the URL's", field: func(s *Settings) any { return &s.RateLimitStorePasswordFile }},
+		{name: "rate_limit_store_timeout", usage: "longest wait for one round trip to the rate limit store; past it rate_limit_store_fallback decides", field: func(s *Settings) any { return &s.RateLimitStoreTimeout }},
+		{name: "rate_limit_store_fallback", usage: "what decides while the rate limit store does not answer: local (each replica limits alone), allow (no limit) or deny (HTTP 429 for every call)", field: func(s *Settings) any { return &s.RateLimitStoreFallback }},
 		{name: "read_header_timeout", usage: "longest time a client may take to send its request headers", field: func(s *Settings) any { return &s.ReadHeaderTimeout }},
 		{name: "read_timeout", usage: "longest time a client may take to send a whole request", field: func(s *Settings) any { return &s.ReadTimeout }},
 		{name: "write_timeout", usage: "longest time from the end of the request headers to the end of the reply; 0s turns it off", field: func(s *Settings) any { return &s.WriteTimeout }},

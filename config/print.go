@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/url"
 	"strings"
 	"time"
 
@@ -28,6 +29,9 @@ func renderYAML(s Settings, ks []key) ([]byte, error) {
 			val = *p
 			if k.secret && *p != "" {
 				val = masked
+			}
+			if k.secretURL && *p != "" {
+				val = maskURL(*p)
 			}
 		case *[]string:
 			val = *p
@@ -72,4 +76,16 @@ func child(m *yaml.Node, key string) *yaml.Node {
 	c := &yaml.Node{Kind: yaml.MappingNode}
 	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, c)
 	return c
+}
+
+// maskURL is raw with its password, if any, masked.
+func maskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return masked // unparsable: it may hold anything
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), masked)
+	}
+	return u.String()
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -59,6 +60,9 @@ type Settings struct {
 	DirectCalls bool
 	// MCP serves the methods as MCP tools at /mcp (docs/mcp.md).
 	MCP bool
+	// MCPStateless serves /mcp without sessions, so that any replica
+	// answers any request (docs/mcp.md).
+	MCPStateless bool
 	// BackendKeepalive pings backends to find dead connections, on both
 	// call paths; its zero Time turns it off.
 	BackendKeepalive Keepalive
@@ -84,6 +88,18 @@ type Settings struct {
 	// RateBurst is the calls an identity may make at once; zero means the
 	// larger of MaxBatchSize and RateLimit.
 	RateBurst int
+	// RateLimitStore is the Redis store (redis://HOST:PORT/DB, rediss://
+	// for TLS) that makes RateLimit and RateBurst one limit for every
+	// replica naming it; empty keeps them per process.
+	RateLimitStore string
+	// RateLimitStorePasswordFile holds the store's password; empty means
+	// the URL's, if any.
+	RateLimitStorePasswordFile string
+	// RateLimitStoreTimeout bounds each round trip to the store.
+	RateLimitStoreTimeout time.Duration
+	// RateLimitStoreFallback decides while the store does not answer:
+	// local, allow or deny.
+	RateLimitStoreFallback string
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are
 	// those of the HTTP server; a zero WriteTimeout means none.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
@@ -245,6 +261,9 @@ func Defaults() Settings {
 		MCP:               true,
 		BackendKeepalive:  Keepalive{Timeout: 20 * time.Second},
 
+		RateLimitStoreTimeout:  redislimit.DefaultTimeout,
+		RateLimitStoreFallback: string(redislimit.Local),
+
 		OpenRPC:                   OpenRPC{Title: mapping.DefaultTitle, Version: mapping.DefaultVersion},
 		BodyTimeout:               bridge.DefaultBodyTimeout,
 		ReplyTimeout:              bridge.DefaultReplyTimeout,
@@ -325,6 +344,7 @@ func (s Settings) Validate() error {
 		bad("backend_keepalive.timeout", "must be positive, got %s", s.BackendKeepalive.Timeout)
 	}
 	errs = append(errs, s.validateGuard()...)
+	errs = append(errs, s.validateRateLimitStore()...)
 	errs = append(errs, s.validateSources()...)
 	errs = append(errs, s.validateOrigins()...)
 	errs = append(errs, s.validateTracing()...)

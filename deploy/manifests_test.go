@@ -60,6 +60,7 @@ type manifests struct {
 	svc    corev1.Service
 	hpa    autoscalingv2.HorizontalPodAutoscaler
 	pdb    policyv1.PodDisruptionBudget
+	secret corev1.Secret // the rate limit store's password
 }
 
 func loadAll(t *testing.T) *manifests {
@@ -70,12 +71,13 @@ func loadAll(t *testing.T) *manifests {
 	load(t, "service.yaml", "v1", "Service", &m.svc)
 	load(t, "hpa.yaml", "autoscaling/v2", "HorizontalPodAutoscaler", &m.hpa)
 	load(t, "pdb.yaml", "policy/v1", "PodDisruptionBudget", &m.pdb)
+	load(t, "secret.yaml", "v1", "Secret", &m.secret)
 	entries, err := os.ReadDir("kubernetes")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if !slices.Contains([]string{"deployment.yaml", "configmap.yaml", "service.yaml", "hpa.yaml", "pdb.yaml"}, e.Name()) {
+		if !slices.Contains([]string{"deployment.yaml", "configmap.yaml", "service.yaml", "hpa.yaml", "pdb.yaml", "secret.yaml"}, e.Name()) {
 			t.Errorf("kubernetes/%s is not checked by this test", e.Name())
 		}
 	}
@@ -97,14 +99,39 @@ func (m *manifests) settings(t *testing.T, c corev1.Container) config.Settings {
 			t.Fatal(err)
 		}
 	}
-	mounts := map[string]string{} // mount path -> ConfigMap name
+	mounts := map[string]string{}  // mount path -> ConfigMap name
+	secrets := map[string]string{} // mount path -> Secret name
 	pod := m.deploy.Spec.Template.Spec
 	for _, vm := range c.VolumeMounts {
 		for _, v := range pod.Volumes {
 			if v.Name == vm.Name && v.ConfigMap != nil {
 				mounts[vm.MountPath] = v.ConfigMap.Name
 			}
+			if v.Name == vm.Name && v.Secret != nil {
+				secrets[vm.MountPath] = v.Secret.SecretName
+			}
 		}
+	}
+	// The password file the ConfigMap names is a key of the Secret, where
+	// the pod mounts it: the test reads the Secret's value from a file of
+	// its own.
+	var file struct {
+		PasswordFile string `json:"rate_limit_store_password_file"`
+	}
+	if err := yaml.Unmarshal([]byte(m.cm.Data["bridge.yaml"]), &file); err != nil {
+		t.Fatal(err)
+	}
+	if p := file.PasswordFile; p != "" {
+		name, key := secrets[filepath.Dir(p)], filepath.Base(p)
+		value, ok := m.secret.StringData[key]
+		if name != m.secret.Name || !ok {
+			t.Fatalf("rate_limit_store_password_file %s is not a key of Secret %s mounted at %s", p, m.secret.Name, filepath.Dir(p))
+		}
+		local := filepath.Join(dir, "secret-"+key)
+		if err := os.WriteFile(local, []byte(value), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("BRIDGE_RATE_LIMIT_STORE_PASSWORD_FILE", local)
 	}
 	for _, e := range c.Env {
 		if !strings.HasPrefix(e.Name, "BRIDGE_") || e.ValueFrom != nil {
@@ -112,6 +139,9 @@ func (m *manifests) settings(t *testing.T, c corev1.Container) config.Settings {
 			continue
 		}
 		v := e.Value
+		if e.Name == "BRIDGE_RATE_LIMIT_STORE_PASSWORD_FILE" {
+			t.Errorf("env %s: want the password file in the ConfigMap, where the test maps it to the Secret", e.Name)
+		}
 		if e.Name == "BRIDGE_CONFIG" {
 			if mounts[filepath.Dir(v)] != m.cm.Name || m.cm.Data[filepath.Base(v)] == "" {
 				t.Fatalf("BRIDGE_CONFIG %s is not a key of ConfigMap %s mounted at %s", v, m.cm.Name, filepath.Dir(v))
@@ -210,9 +240,27 @@ func TestManifests(t *testing.T) {
 		t.Errorf("got pod %+v container %+v, want non-root, seccomp, read-only, no privileges, no token", psc, sc)
 	}
 	for _, v := range pod.Volumes {
-		if v.ConfigMap == nil {
-			t.Errorf("volume %s: want only the ConfigMap, no secrets in the manifests", v.Name)
+		if v.ConfigMap == nil && (v.Secret == nil || v.Secret.SecretName != m.secret.Name) {
+			t.Errorf("volume %s: want only the ConfigMap and the store's Secret (secret.yaml)", v.Name)
 		}
+	}
+	if len(m.secret.Data) != 0 || len(m.secret.StringData) != 1 || m.secret.StringData["password"] != "replace-me" {
+		t.Errorf("secret.yaml: want one key, password, holding only the placeholder replace-me")
+	}
+
+	// One rate limit for all replicas: through the store, which never
+	// stops a pod from starting, with the local fallback.
+	if s.RateLimit <= 0 || s.RateLimitStore == "" || s.RateLimitStoreFallback != "local" || s.RateLimitStoreTimeout <= 0 {
+		t.Errorf("got rate_limit %d, store %q, fallback %s, timeout %s; want a limit shared through a store, falling back to local",
+			s.RateLimit, s.RateLimitStore, s.RateLimitStoreFallback, s.RateLimitStoreTimeout)
+	}
+	if pw, err := s.RateLimitStorePassword(); err != nil || pw == "" {
+		t.Errorf("the store's password: %q, %v; want the Secret's", pw, err)
+	}
+	// A proxy in front (deploy/nginx/bridge.conf) closes its idle upstream
+	// connections before a draining pod stops accepting.
+	if ka := nginxKeepaliveTimeout(t); ka >= s.ShutdownDelay {
+		t.Errorf("nginx/bridge.conf keepalive_timeout %s, want below shutdown_delay %s (docs/scaling.md#rolling-restarts)", ka, s.ShutdownDelay)
 	}
 	if len(c.EnvFrom) != 0 {
 		t.Errorf("got envFrom %v, want settings only in the ConfigMap and env", c.EnvFrom)
@@ -281,4 +329,31 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
 	}
+}
+
+// nginxKeepaliveTimeout is the keepalive_timeout of the upstream block of
+// nginx/bridge.conf: how long nginx keeps an idle connection to a replica.
+func nginxKeepaliveTimeout(t *testing.T) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("nginx", "bridge.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(data)
+	i := strings.Index(conf, "upstream bridge {")
+	if i < 0 {
+		t.Fatal("nginx/bridge.conf has no upstream bridge block")
+	}
+	block := conf[i : i+strings.IndexByte(conf[i:], '}')]
+	for line := range strings.Lines(block) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "keepalive_timeout "); ok {
+			d, err := time.ParseDuration(strings.TrimSuffix(v, ";"))
+			if err != nil {
+				t.Fatalf("keepalive_timeout %q: %v", v, err)
+			}
+			return d
+		}
+	}
+	t.Fatal("the upstream block sets no keepalive_timeout (nginx's default, 60s, outlasts any shutdown_delay)")
+	return 0
 }

@@ -38,6 +38,14 @@ type Options struct {
 	// MaxSessions bounds the sessions open at once: a request that would
 	// start another gets HTTP 429. Zero means DefaultMaxSessions.
 	MaxSessions int
+	// Stateless serves without sessions (the SDK's
+	// StreamableHTTPOptions.Stateless): no Mcp-Session-Id, so that any of
+	// several servers behind a load balancer answers any request. Each
+	// POST is served by a session of its own that ends with it: a
+	// tool's progress still goes out in the POST's event stream, but
+	// nothing reaches a client outside a request (no list_changed, no GET
+	// stream), and MaxSessions bounds nothing.
+	Stateless bool
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -93,6 +101,7 @@ func New(e Engine, opts Options) *Server {
 		// check would refuse a bridge behind a proxy on loopback.
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        opts.MaxBodyBytes,
+		Stateless:                  opts.Stateless,
 	})
 	s.Refresh()
 	return s
@@ -105,7 +114,7 @@ func New(e Engine, opts Options) *Server {
 // may pass it by a few).
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if opensSession(r) && s.sessions() >= s.opts.MaxSessions {
+		if !s.opts.Stateless && opensSession(r) && s.sessions() >= s.opts.MaxSessions {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusTooManyRequests)

@@ -190,6 +190,36 @@ func (m *Metrics) WatchBackend(backend string, conn StateReporter) {
 	}
 }
 
+// WatchRateLimitStore reports, at every scrape, the round trips to the
+// rate limit store that failed (errors, a running count) and whether the
+// store answers (up): jsonrpc_bridge_rate_limit_store_errors_total and
+// jsonrpc_bridge_rate_limit_store_up. It fails if called twice.
+func (m *Metrics) WatchRateLimitStore(errors func() uint64, up func() bool) error {
+	if m == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: metricPrefix + "rate_limit_store_errors_total",
+			Help: "Round trips to the rate limit store (rate_limit_store) that failed: unreachable, slower than rate_limit_store_timeout, or refused; the probes during an outage included.",
+		}, func() float64 { return float64(errors()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: metricPrefix + "rate_limit_store_up",
+			Help: "1 while the rate limit store answers, 0 during an outage, while rate_limit_store_fallback decides.",
+		}, func() float64 {
+			if up() {
+				return 1
+			}
+			return 0
+		}),
+	} {
+		if err := m.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // RequestStarted counts a request (a POST / or a WebSocket frame) among
 // those being answered; RequestDone counts it out.
 func (m *Metrics) RequestStarted() {

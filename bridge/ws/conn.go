@@ -31,14 +31,25 @@ type wsConns struct {
 	n       int           // connections being served
 	closing chan struct{} // closed by Shutdown; made on first use
 	idle    chan struct{} // closed when closing and n is 0; made on first use
+	force   chan struct{} // closed when Shutdown's wait for calls ends; made on first use
 	closed  bool
+	forced  bool
 }
 
 func (w *wsConns) chans() (closing, idle chan struct{}) {
 	if w.closing == nil {
-		w.closing, w.idle = make(chan struct{}), make(chan struct{})
+		w.closing, w.idle, w.force = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	}
 	return w.closing, w.idle
+}
+
+// forceChan is the channel Shutdown closes when connections must close
+// whatever runs on them.
+func (w *wsConns) forceChan() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.chans()
+	return w.force
 }
 
 // add counts a new connection and returns the channel Shutdown closes, or
@@ -149,10 +160,12 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Excha
 	c.serve(closing)
 }
 
-// Shutdown closes every WebSocket connection with status 1001 (going
-// away), which cancels their calls and streams, refuses new ones with
-// HTTP 503, and waits until the connections are gone or ctx ends. It is
-// safe to call more than once.
+// Shutdown refuses new connections with HTTP 503 and closes every
+// WebSocket connection with status 1001 (going away) as soon as none of
+// its calls and streams runs; a connection still busy shortly before ctx's
+// deadline (a second, or a tenth of the time left if that is less) is
+// closed with 1001 then, which cancels what runs on it. It waits until
+// the connections are gone or ctx ends. It is safe to call more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	w := &s.conns
 	w.mu.Lock()
@@ -165,11 +178,34 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	w.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	force := make(<-chan time.Time)
+	if d, ok := ctx.Deadline(); ok {
+		left := time.Until(d)
+		t := time.NewTimer(left - min(time.Second, left/10))
+		defer t.Stop()
+		force = t.C
+	}
+	for {
+		select {
+		case <-idle:
+			return nil
+		case <-force:
+			w.closeForce()
+			force = nil
+		case <-ctx.Done():
+			w.closeForce()
+			return ctx.Err()
+		}
+	}
+}
+
+// closeForce tells every connection to close now.
+func (w *wsConns) closeForce() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.forced {
+		w.forced = true
+		close(w.force)
 	}
 }
 
@@ -489,6 +525,36 @@ func (c *wsConn) write(b []byte) error {
 	return err
 }
 
+// drain closes the connection with 1001 once none of its calls and
+// streams runs, or at once when Shutdown says so: what runs then is
+// cancelled.
+func (c *wsConn) drain() {
+	force := c.s.conns.forceChan()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for c.busy() {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-force:
+			c.ws.Close(websocket.StatusGoingAway, "the server is shutting down")
+			return
+		case <-t.C:
+		}
+	}
+	c.ws.Close(websocket.StatusGoingAway, "the server is shutting down")
+}
+
+// busy reports whether a call or a stream of the connection runs.
+func (c *wsConn) busy() bool {
+	if len(c.slots) > 0 {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nstreams > 0
+}
+
 // keepAlive pings the client every WSPingInterval and closes the
 // connection when a pong does not come back within another one; on
 // Shutdown it closes the connection with 1001.
@@ -505,7 +571,7 @@ func (c *wsConn) keepAlive(closing <-chan struct{}) {
 		case <-c.ctx.Done():
 			return
 		case <-closing:
-			c.ws.Close(websocket.StatusGoingAway, "the server is shutting down")
+			c.drain()
 			return
 		case <-tick:
 			if c.stalled.Load() {

@@ -101,6 +101,13 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	if err != nil {
 		return failure(err)
 	}
+	store, err := newRateLimitStore(s, auth, metrics, log)
+	if err != nil {
+		return usageError(err)
+	}
+	if store != nil {
+		defer store.Close()
+	}
 	srv := bridge.New(conn, guardOptions(streamingOptions(bridge.Options{
 		Version:          version(),
 		MaxBodyBytes:     s.MaxBodyBytes,
@@ -110,13 +117,14 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 		MaxCallTimeout:   s.MaxCallTimeout,
 		Metadata:         bridge.Metadata{RequestHeaders: s.Metadata.RequestHeaders, ResponseHeaders: s.Metadata.ResponseHeaders},
 		MaxMetadataBytes: s.MaxMetadataBytes,
-		ReadinessDetails: readiness(s, watcher),
+		ReadinessDetails: withStoreDetails(readiness(s, watcher), store),
 		EmitUnpopulated:  s.EmitUnpopulated,
 		Document:         documentInfo(s, dialable(lis.Addr())),
 		Logger:           log,
 		DisableMCP:       !s.MCP,
-	}, s), s, auth, metrics, access))
-	httpSrv := httpServer(tr.handler(srv), s, log)
+		MCPStateless:     s.MCPStateless,
+	}, s), s, auth, metrics, access, store))
+	httpSrv := httpServer(closeWhileDraining(srv, tr.handler(srv)), s, log)
 	httpSrv.RegisterOnShutdown(srv.CloseMCP) // Shutdown would wait for the MCP sessions' open streams
 	front := newFront(httpSrv, s)
 
@@ -186,17 +194,21 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	}
 	log.Info("shutting down", "delay", s.ShutdownDelay.String(), "timeout", s.ShutdownTimeout.String())
 	cancel()
-	drain(context.WithoutCancel(ctx), s, srv, front, log)
+	drain(context.WithoutCancel(ctx), s, srv, log)
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.ShutdownTimeout)
 	defer stop()
+	// WebSocket connections are hijacked: http.Server.Shutdown neither
+	// closes nor waits for them. They close (1001) as their calls end,
+	// while the HTTP requests in flight finish.
+	wsDone := make(chan error, 1)
+	wg.Go(func() { wsDone <- srv.Shutdown(shutdownCtx) })
 	if err := front.Shutdown(shutdownCtx); err != nil {
 		front.Close()
-		_ = srv.Shutdown(shutdownCtx) // closes the WebSocket connections at once
+		stop() // closes the WebSocket connections at once
+		<-wsDone
 		return failure(fmt.Errorf("shutdown: requests still running after %s: %w", s.ShutdownTimeout, err))
 	}
-	// WebSocket connections are hijacked: http.Server.Shutdown neither
-	// closes nor waits for them.
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	if err := <-wsDone; err != nil {
 		return failure(fmt.Errorf("shutdown: WebSocket connections still open after %s: %w", s.ShutdownTimeout, err))
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {

@@ -14,6 +14,7 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/explorer"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/h1"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -83,13 +84,16 @@ func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *brid
 
 // guardOptions fills the authentication, limit and observability options
 // of o from s.
-func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bridge.Metrics, access *slog.Logger) bridge.Options {
+func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bridge.Metrics, access *slog.Logger, store *redislimit.Limiter) bridge.Options {
 	o.Auth = auth
 	o.IdentityMetadataKey = s.Auth.IdentityMetadataKey
 	o.MaxInFlight = s.MaxInFlight
 	o.MaxResponseBytes = s.MaxResponseBytes
 	o.RateLimit = float64(s.RateLimit)
 	o.RateBurst = s.RateBurst
+	if store != nil {
+		o.RateLimiter = store
+	}
 	o.BodyTimeout = s.BodyTimeout
 	o.ReplyTimeout = s.ReplyTimeout
 	o.MaxBodyReadsPerClient = s.MaxBodyReadsPerClient
@@ -142,13 +146,16 @@ func newFront(hs *http.Server, s config.Settings) frontServer {
 	return hs
 }
 
-// drain starts a graceful shutdown: /readyz answers 503 at once and
-// replies close their connections, so that clients reconnect elsewhere;
-// the bridge keeps serving for s.ShutdownDelay (or until ctx is done)
-// before the caller stops accepting connections.
-func drain(ctx context.Context, s config.Settings, srv *bridge.Server, httpSrv frontServer, log *slog.Logger) {
+// drain starts a graceful shutdown: /readyz answers 503 at once, and the
+// bridge keeps serving for s.ShutdownDelay (or until ctx is done) before
+// the caller stops accepting connections. Idle keep-alive connections
+// stay open meanwhile: a proxy's next request on one is answered, with
+// Connection: close (closeWhileDraining), never lost to a connection
+// closed under it. A proxy whose idle upstream connections time out
+// within the delay (deploy/nginx/bridge.conf: keepalive_timeout) has none
+// left when it ends.
+func drain(ctx context.Context, s config.Settings, srv *bridge.Server, log *slog.Logger) {
 	srv.Drain()
-	httpSrv.SetKeepAlivesEnabled(false)
 	if s.ShutdownDelay <= 0 {
 		return
 	}
@@ -159,6 +166,18 @@ func drain(ctx context.Context, s config.Settings, srv *bridge.Server, httpSrv f
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// closeWhileDraining is h, whose HTTP/1 replies say Connection: close
+// once srv drains, so that clients and proxies take their next requests
+// elsewhere (HTTP/2 connections get GOAWAY at Shutdown).
+func closeWhileDraining(srv *bridge.Server, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 && srv.Draining() && r.Header.Get("Upgrade") == "" {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // descriptorsLoaded tells m that the descriptor files were loaded at t:

@@ -14,6 +14,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"strconv"
+
 	"crypto/sha256"
 
 	"encoding/hex"
@@ -189,4 +191,64 @@ func TestServeGuarded(t *testing.T) {
 func hashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// TestDrainKeepsIdleConnections: during shutdown_delay a keep-alive
+// connection that was idle at the signal is still served: its next
+// request is answered, with Connection: close, and then closed. Both
+// HTTP/1 servers (bridge/h1, net/http) do so.
+func TestDrainKeepsIdleConnections(t *testing.T) {
+	backend := startBackend(t, nil)
+	for _, lean := range []string{"true", "false"} {
+		t.Run("lean_http1="+lean, func(t *testing.T) {
+			p, addr := startBridge(t, "--backend", backend, "--shutdown-delay", "2s", "--lean-http1="+lean)
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			body := `{"jsonrpc":"2.0","id":1,"method":"helloworld.Greeter.SayHello","params":{"name":"a"}}`
+			post := func() *http.Response {
+				t.Helper()
+				req := "POST / HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: " +
+					strconv.Itoa(len(body)) + "\r\n\r\n" + body
+				if _, err := conn.Write([]byte(req)); err != nil {
+					t.Fatalf("write on the kept connection: %v", err)
+				}
+				_ = conn.SetReadDeadline(time.Now().Add(waitLimit))
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("read on the kept connection: %v", err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp
+			}
+			if resp := post(); resp.StatusCode != http.StatusOK || resp.Close {
+				t.Fatalf("before the signal: HTTP %d, close %v; want 200 keep-alive", resp.StatusCode, resp.Close)
+			}
+			p.cancel() // as SIGTERM does
+			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: waitLimit}
+			eventually(t, 5*time.Second, "/readyz 503", func() bool {
+				resp, err := client.Get("http://" + addr + "/readyz")
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				return resp.StatusCode == http.StatusServiceUnavailable
+			})
+			time.Sleep(200 * time.Millisecond) // idle for a while into the delay
+			if resp := post(); resp.StatusCode != http.StatusOK || !resp.Close {
+				t.Errorf("during the delay: HTTP %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(waitLimit))
+			if n, err := br.Read(make([]byte, 1)); err == nil {
+				t.Errorf("read %d bytes after the Connection: close reply, want the connection closed", n)
+			}
+			if code := p.wait(t); code != exitOK {
+				t.Errorf("exit %d, want 0", code)
+			}
+		})
+	}
 }

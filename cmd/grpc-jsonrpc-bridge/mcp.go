@@ -95,7 +95,7 @@ func serveMCP(ctx context.Context, s config.Settings, log *slog.Logger, logOut i
 		MaxMetadataBytes: s.MaxMetadataBytes,
 		EmitUnpopulated:  s.EmitUnpopulated,
 		Logger:           log,
-	}, s), s, nil, nil, access))
+	}, s), s, nil, nil, access, nil))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
