@@ -22,6 +22,7 @@ func DialOptions() []grpc.DialOption {
 type Origin struct {
 	seen     atomic.Bool // the stats handler saw the call: its record holds
 	trailers atomic.Bool // the backend's trailers came, and the status in them
+	addr     atomic.Pointer[address] // where grpc-go sent it, while in flight
 }
 
 type originKey struct{}
