@@ -53,7 +53,7 @@ type pool struct {
 
 	view  atomic.Pointer[view]                        // what a pick reads, rebuilt at every change
 	byKey atomic.Pointer[map[netip.AddrPort]*address] // the addresses by IP and port, for grpc-go's stats
-	rr   atomic.Uint32        // round robin's turn
+	rr    atomic.Uint32                               // round robin's turn
 
 	resolveNow chan struct{}
 	stop       context.CancelFunc
