@@ -142,7 +142,9 @@ func (p *pool) loop(ctx context.Context) {
 	if p.target.kind != named {
 		return
 	}
-	failures := 0
+	failures, last := 0, time.Now()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
 	for {
 		wait := p.opts.ResolveInterval
 		if p.failed() {
@@ -156,8 +158,7 @@ func (p *pool) loop(ctx context.Context) {
 		}
 		var tick <-chan time.Time
 		if wait > 0 {
-			t := time.NewTimer(wait)
-			defer t.Stop()
+			t.Reset(wait - time.Since(last))
 			tick = t.C
 		}
 		select {
@@ -165,13 +166,17 @@ func (p *pool) loop(ctx context.Context) {
 			return
 		case <-tick:
 		case <-p.resolveNow:
+			t.Stop()
+			if d := time.Second - time.Since(last); d > 0 { // at most one resolution a second
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
 		}
+		last = time.Now()
 		p.resolve(ctx)
-		select { // at most one resolution a second
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
 	}
 }
 
@@ -338,6 +343,7 @@ func (p *pool) connect() {
 		s := a.client.State()
 		if s == unary.Idle {
 			a.client.Connect()
+			s = a.client.State()
 		}
 		if p.opts.Balance == PickFirst && (s == unary.Ready || s == unary.Connecting) {
 			return
