@@ -85,9 +85,11 @@ func Start(t testing.TB, n int) *Fleet {
 			t.Fatal("no port free on every loopback address")
 		}
 	}
-	for i := range n {
-		f.records = append(f.records, IP(i))
+	ips := make([]string, n)
+	for i := range ips {
+		ips[i] = IP(i)
 	}
+	f.SetRecords(ips...)
 	t.Cleanup(f.StopAll)
 	return f
 }
