@@ -524,6 +524,12 @@ func checkTarget(target string) string {
 	if target == "" {
 		return "missing: want HOST:PORT"
 	}
+	if strings.HasPrefix(target, "dns://") || strings.HasPrefix(target, "ipv4:") || strings.HasPrefix(target, "ipv6:") {
+		if err := backend.CheckTarget(target); err != nil {
+			return fmt.Sprintf("want dns://[SERVER]/HOST:PORT, ipv4:IP:PORT,IP:PORT or ipv6:[IP]:PORT,[IP]:PORT, got %q", target)
+		}
+		return ""
+	}
 	if strings.HasPrefix(target, "unix:") || strings.Contains(target, ":///") {
 		if _, err := url.Parse(target); err != nil {
 			return fmt.Sprintf("want HOST:PORT or a gRPC target such as dns:///host:port, got %q", target)

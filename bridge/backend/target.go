@@ -76,6 +76,12 @@ func parseTarget(s string) (target, error) {
 	return hostTarget(s, "") // "localhost:50051": no scheme at all
 }
 
+// CheckTarget reports why the bridge cannot read target, or nil.
+func CheckTarget(target string) error {
+	_, err := parseTarget(target)
+	return err
+}
+
 // hostTarget is the target of HOST[:PORT], resolved by server when not
 // an IP literal.
 func hostTarget(hostport, server string) (target, error) {
