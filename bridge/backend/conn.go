@@ -298,7 +298,9 @@ func (h addressStats) HandleRPC(ctx context.Context, s grpcstats.RPCStats) {
 		a.calls.Add(1)
 		if o, _ := ctx.Value(originKey{}).(*Origin); o != nil {
 			a.grpcInFlight.Add(1)
-			o.addr.Store(a)
+			if was := o.addr.Swap(a); was != nil { // an attempt before this one
+				was.grpcInFlight.Add(-1)
+			}
 		}
 	case *grpcstats.End:
 		if o, _ := ctx.Value(originKey{}).(*Origin); o != nil {

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -106,6 +107,7 @@ type address struct {
 	// its calls in flight there.
 	grpcConns, grpcInFlight atomic.Int32
 	draining                atomic.Bool
+	state                   atomic.Int32 // the client's last unary.State, for stateChanged
 	// ctx ends the health watch, with stopHealth; nil without one.
 	ctx        context.Context
 	stopHealth context.CancelFunc
@@ -297,7 +299,10 @@ func (p *pool) newAddress(a string) *address {
 	if p.opts.Direct {
 		o := p.opts.Unary
 		if p.target.kind != opaque && o.Authority == "" {
-			o.Authority = p.target.authority
+			// As the one client of the target had it: the TLS server name,
+			// else the target's host:port, whichever address is dialed.
+			//lint:ignore SA1019 deprecated for grpc.WithAuthority, but still what grpc-go's channel uses
+			o.Authority = cmp.Or(o.Creds.Info().ServerName, p.target.authority)
 		}
 		o.OnState = func(s unary.State) { p.stateChanged(na, s) }
 		c, err := unary.New(a, o)
@@ -314,7 +319,7 @@ func (p *pool) newAddress(a string) *address {
 // stateChanged takes a new state of a's client, with its lock held: a
 // connection that failed or drains has the target resolved again.
 func (p *pool) stateChanged(a *address, s unary.State) {
-	if s != unary.Ready && s != unary.Shutdown && !a.draining.Load() {
+	if was := unary.State(a.state.Swap(int32(s))); was == unary.Ready && s != unary.Ready && s != unary.Shutdown && !a.draining.Load() {
 		p.refresh()
 	}
 	p.mu.Lock()
