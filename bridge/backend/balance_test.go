@@ -397,6 +397,7 @@ func TestHealth(t *testing.T) {
 			pod := f.Pod(fleet.IP(0))
 			pod.SetServing(false)
 			off := time.Now()
+			waitFor(t, time.Second, "the address not_serving", func() bool { return stateOf(c, pod.Addr) == "not_serving" })
 			time.Sleep(2 * time.Second)
 			pod.SetServing(true)
 			on := time.Now()
@@ -417,6 +418,35 @@ func TestHealth(t *testing.T) {
 				if r.addr == pod.Addr && r.start.After(off.Add(time.Second)) && r.start.Before(on) {
 					t.Fatalf("a call that started %s after NOT_SERVING went to the address", r.start.Sub(off))
 				}
+			}
+		})
+	}
+}
+
+func stateOf(c *backend.Conn, addr string) string {
+	for _, a := range c.Addresses().Addresses {
+		if a.Address == addr {
+			return a.State
+		}
+	}
+	return ""
+}
+
+// TestFixedList: an ipv4: list is a fixed set, balanced as a name's.
+func TestFixedList(t *testing.T) {
+	f := fleet.Start(t, 2)
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			c, err := backend.Dial("ipv4:"+f.Addr(fleet.IP(1))+","+f.Addr(fleet.IP(0)), backend.Options{Balance: backend.RoundRobin, Direct: path.direct})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.Connect()
+			waitFor(t, 10*time.Second, "2 addresses ready", func() bool { return ready(c) == 2 })
+			served, failed := shares(startLoad(backend.For(c), 4, 400).finish())
+			if len(failed) > 0 || served[f.Addr(fleet.IP(0))] != 200 || served[f.Addr(fleet.IP(1))] != 200 {
+				t.Fatalf("served %v, %d failed; want 200 each", served, len(failed))
 			}
 		})
 	}
