@@ -91,8 +91,13 @@ type rawCodec struct{}
 
 func (rawCodec) Name() string { return "proto" }
 
+// Marshal copies the request: grpc-go's writer may still be sending it
+// when the call has ended (a backend that answers before it has read the
+// request, as grpc-js does a message over its limit), and the call's
+// buffer is pooled, the next call's request written into it at once. The
+// copy is grpc-go's to free (pooled from 1 KiB, mem.Copy).
 func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(v.(*rawCall).c.Request)}, nil
+	return mem.BufferSlice{mem.Copy(v.(*rawCall).c.Request, mem.DefaultBufferPool())}, nil
 }
 
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
