@@ -357,6 +357,41 @@ func TestScaleDown(t *testing.T) {
 	}
 }
 
+// TestRemovedDrains: an address removed from DNS while its server stays
+// up drains: its calls in flight finish (the direct path shows it
+// draining meanwhile), it gets no new ones, and it leaves the set.
+func TestRemovedDrains(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			f := fleet.Start(t, 2)
+			c := dialFleet(t, f, path.direct, backend.Options{Balance: backend.RoundRobin, ResolveInterval: 100 * time.Millisecond}, 2)
+			gone := f.Pod(fleet.IP(1))
+			gone.SetDelay(time.Second)
+			l := startLoad(backend.For(c), 8, 8)
+			waitFor(t, 2*time.Second, "calls in flight on the address", func() bool { return gone.Calls() > 0 })
+			f.Remove(gone.IP)
+			removed := time.Now()
+			if path.direct {
+				waitFor(t, 2*time.Second, "the address draining", func() bool { return stateOf(c, gone.Addr) == "draining" })
+			}
+			served, failed := shares(l.finish())
+			if len(failed) > 0 {
+				t.Fatalf("%d calls failed: %s", len(failed), failures(t, failed))
+			}
+			if served[gone.Addr] == 0 {
+				t.Fatalf("served %v: no call in flight on the removed address finished", served)
+			}
+			before := gone.Calls()
+			served, failed = shares(startLoad(backend.For(c), 4, 100).finish())
+			if len(failed) > 0 || served[gone.Addr] > 0 || gone.Calls() != before {
+				t.Fatalf("after the removal: served %v, %d failed; want none on %s", served, len(failed), gone.Addr)
+			}
+			waitFor(t, 3*time.Second, "the address out of the set", func() bool { return stateOf(c, gone.Addr) == "" })
+			t.Logf("drained in %s", time.Since(removed).Round(time.Millisecond))
+		})
+	}
+}
+
 // TestAbruptLoss: one server's connections closed with no GOAWAY (its
 // process killed) under load at concurrency 16: at most the 16 calls in
 // flight then fail, and none after 1 s.
