@@ -12,7 +12,8 @@
 //	bridge/observe    metrics and the access log: a Guard, and refusals
 //	bridge/dispatch   the engine: a parsed message + an Exchange -> the reply
 //	bridge/wire       the JSON-RPC wire: Parse, replies, notifications, errors
-//	bridge/backend    Invoker (grpc-go | direct), statuses, DirectConn
+//	bridge/backend    Invoker (grpc-go | direct), statuses, Conn (a backend's
+//	                  addresses, the picker, health)
 //	  internal/unary  the bridge's own HTTP/2 client
 //	bridge/h1         serve's front: a lean HTTP/1.1 server for plain POST /
 //	                  requests, handing every other connection to net/http

@@ -12,6 +12,7 @@ type (
 	Metrics        = observe.Metrics
 	DiscoveryState = observe.DiscoveryState
 	StateReporter  = observe.StateReporter
+	AddressState   = observe.AddressState
 )
 
 // NewMetrics creates the bridge's metrics and registers them in reg (see

@@ -17,6 +17,7 @@ func (s Settings) withGuardDefaults() Settings {
 	s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout = d.ReadHeaderTimeout, d.ReadTimeout, d.WriteTimeout, d.IdleTimeout
 	s.AccessLog, s.Metrics, s.DirectCalls, s.BackendKeepalive, s.MCP = d.AccessLog, d.Metrics, d.DirectCalls, d.BackendKeepalive, d.MCP
 	s.Explorer, s.LeanHTTP1 = d.Explorer, d.LeanHTTP1
+	s.Balance, s.ResolveInterval = d.Balance, d.ResolveInterval
 	s.BodyTimeout, s.ReplyTimeout, s.MaxBodyReadsPerClient, s.MaxBodyReadsPerConnection = d.BodyTimeout, d.ReplyTimeout, d.MaxBodyReadsPerClient, d.MaxBodyReadsPerConnection
 	s.HTTP2MaxConcurrentStreams, s.MaxWSConnections, s.MaxWSConnectionsPerClient = d.HTTP2MaxConcurrentStreams, d.MaxWSConnections, d.MaxWSConnectionsPerClient
 	return s

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // parseBackends decodes the backends list of file. Every problem is a
@@ -46,6 +47,20 @@ func parseBackends(file string, raw any) ([]Backend, []error) {
 				b.Include, ok = stringList(val)
 			case "exclude":
 				b.Exclude, ok = stringList(val)
+			case "balance":
+				b.Balance, ok = val.(string)
+			case "resolve_interval":
+				var d time.Duration
+				d, ok = duration(val)
+				b.ResolveInterval = &d
+			case "health_check":
+				var on bool
+				on, ok = val.(bool)
+				b.HealthCheck = &on
+			case "health_service":
+				var name string
+				name, ok = val.(string)
+				b.HealthService = &name
 			case "tls":
 				var tlsErrs []error
 				b.TLS, tlsErrs = parseBackendTLS(file, key, val)
@@ -122,9 +137,21 @@ func stringList(v any) ([]string, bool) {
 	return nil, false
 }
 
+// duration accepts a duration such as "30s".
+func duration(v any) (time.Duration, bool) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	return d, err == nil
+}
+
 func backendType(key string) string {
 	switch key {
-	case "plaintext":
+	case "resolve_interval":
+		return "a duration such as 30s"
+	case "plaintext", "health_check":
 		return "true or false"
 	case "include", "exclude":
 		return "a list of service name patterns"

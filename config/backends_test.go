@@ -50,6 +50,40 @@ func writeCert(t *testing.T, dir string) (cert, key string) {
 	return cert, key
 }
 
+// TestBackendLB: a backends entry's own balance, resolve_interval,
+// health_check and health_service win; those it leaves unset are the
+// top-level keys'.
+func TestBackendLB(t *testing.T) {
+	file := `
+balance: round_robin
+resolve_interval: 5s
+health_check: true
+health_service: users.v1.Users
+backends:
+  - {name: own, address: "dns://10.0.0.10/users:50051", plaintext: true, balance: pick_first, resolve_interval: 0s, health_check: false, health_service: ""}
+  - {name: inherits, address: "ipv4:10.0.0.1:1,10.0.0.2:1", plaintext: true}
+`
+	s, _, err := load(t, []string{"--config", "$FILE"}, nil, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []LB{
+		{Balance: "pick_first"},
+		{Balance: "round_robin", ResolveInterval: 5 * time.Second, HealthCheck: true, HealthService: "users.v1.Users"},
+	} {
+		if got := s.LB(s.Backends[i]); got != want {
+			t.Errorf("backends[%d]: got %+v, want %+v", i, got, want)
+		}
+	}
+	printed, err := s.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(printed), "resolve_interval: 0s") {
+		t.Errorf("printed:\n%s\nwant the backend's resolve_interval as a duration", printed)
+	}
+}
+
 func TestLoadBackendsAndSections(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := writeCert(t, dir)
@@ -164,6 +198,12 @@ func TestConfigErrors(t *testing.T) {
 		{name: "duplicate names", file: "backends:\n  - {name: a, address: a:1, plaintext: true}\n  - {name: a, address: b:1, plaintext: true}\n", wantKey: "backends[1].name", wantErr: ErrInvalidValue, want: "backends[0]"},
 		{name: "backend and backends", file: "backend: a:1\nbackends:\n  - {address: b:1, plaintext: true}\n", wantKey: "backend", wantErr: ErrInvalidValue, want: "not both"},
 		{name: "backends not a list", file: "backends: a:1\n", wantKey: "backends", wantErr: ErrInvalidValue, want: "list"},
+		{name: "unknown balance", file: "balance: random\n", wantKey: "balance", wantErr: ErrInvalidValue, want: "least_request, round_robin, pick_first"},
+		{name: "unknown backend balance", file: "backends:\n  - {address: a:1, plaintext: true, balance: rr}\n", wantKey: "backends[0].balance", wantErr: ErrInvalidValue, want: "least_request, round_robin, pick_first"},
+		{name: "negative resolve interval", file: "resolve_interval: -1s\n", wantKey: "resolve_interval", wantErr: ErrInvalidValue, want: "0s"},
+		{name: "backend resolve interval not a duration", file: "backends:\n  - {address: a:1, plaintext: true, resolve_interval: 30}\n", wantKey: "backends[0].resolve_interval", wantErr: ErrInvalidValue, want: "duration"},
+		{name: "backend health_check not a bool", file: "backends:\n  - {address: a:1, plaintext: true, health_check: maybe}\n", wantKey: "backends[0].health_check", wantErr: ErrInvalidValue, want: "true or false"},
+		{name: "bad dns server target", file: "backend: dns://x\n", wantKey: "backend", wantErr: ErrInvalidValue, want: "dns://"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -54,6 +55,9 @@ var packageDefaults = map[string]struct {
 	"cors_origins":                            {[]string(nil), "bridge.Options.CORSOrigins nil: no other origin"},
 	"backend_keepalive.time":                  {time.Duration(0), "backend.DirectOptions.KeepaliveTime zero: off"},
 	"backend_keepalive.permit_without_stream": {false, "backend.DirectOptions.KeepalivePermitWithoutStream false"},
+	"balance":                                 {backend.LeastRequest, "backend.Options.Balance empty: backend.LeastRequest"},
+	"health_check":                            {false, "backend.Options.HealthCheck false"},
+	"health_service":                          {"", "backend.Options.HealthService empty: the whole server"},
 	"openrpc_title":                           {mapping.DefaultTitle, "mapping.DefaultTitle"},
 	"openrpc_version":                         {mapping.DefaultVersion, "mapping.DefaultVersion"},
 	"openrpc_description":                     {"", "mapping.DocumentInfo.Description empty: the services' comments"},
@@ -62,25 +66,28 @@ var packageDefaults = map[string]struct {
 // commandDefaults are the keys whose default the command owns, with why
 // no package has one to agree with.
 var commandDefaults = map[string]string{
-	"backend":                        "no default backend",
-	"backends":                       "no default backend",
-	"listen":                         "the command's listener",
-	"tls.cert_file":                  "the command's listener",
-	"tls.key_file":                   "the command's listener",
-	"tls.client_ca_file":             "the command's listener",
-	"read_header_timeout":            "net/http.Server, set by the command",
-	"read_timeout":                   "net/http.Server, set by the command",
-	"write_timeout":                  "net/http.Server, set by the command",
-	"idle_timeout":                   "net/http.Server, set by the command",
-	"http2_max_concurrent_streams":   "net/http.Server, set by the command",
-	"shutdown_timeout":               "the command's shutdown",
-	"shutdown_delay":                 "the command's shutdown",
-	"log_level":                      "the command's logger",
-	"log_format":                     "the command's logger",
-	"access_log":                     "the command makes bridge.Options.AccessLog (nil: off) when on",
-	"metrics":                        "the command makes bridge.Options.Metrics (nil: off) when on",
-	"auth.file":                      "the command makes bridge.Options.Auth (nil: off) from it",
-	"direct_calls":                   "the command picks backend.NewDirectConn or grpc-go",
+	"backend":                      "no default backend",
+	"backends":                     "no default backend",
+	"listen":                       "the command's listener",
+	"tls.cert_file":                "the command's listener",
+	"tls.key_file":                 "the command's listener",
+	"tls.client_ca_file":           "the command's listener",
+	"read_header_timeout":          "net/http.Server, set by the command",
+	"read_timeout":                 "net/http.Server, set by the command",
+	"write_timeout":                "net/http.Server, set by the command",
+	"idle_timeout":                 "net/http.Server, set by the command",
+	"http2_max_concurrent_streams": "net/http.Server, set by the command",
+	"shutdown_timeout":             "the command's shutdown",
+	"shutdown_delay":               "the command's shutdown",
+	"log_level":                    "the command's logger",
+	"log_format":                   "the command's logger",
+	"access_log":                   "the command makes bridge.Options.AccessLog (nil: off) when on",
+	"metrics":                      "the command makes bridge.Options.Metrics (nil: off) when on",
+	"auth.file":                    "the command makes bridge.Options.Auth (nil: off) from it",
+	"direct_calls":                 "the command sets backend.Options.Direct from it",
+	// backend.Options.ResolveInterval's zero re-resolves on failures only;
+	// the command resolves every 30s unless told 0s.
+	"resolve_interval":               "the command's choice for backend.Options.ResolveInterval",
 	"explorer":                       "the command mounts bridge/explorer's handler, or none",
 	"lean_http1":                     "the command puts bridge/h1 in front of its http.Server, or not",
 	"mcp":                            "the command sets Options.DisableMCP from it: on, as the zero Options are",

@@ -57,6 +57,10 @@ func keys() []key {
 		{name: "backend_keepalive.time", usage: "ping a backend after this long without a frame from it, and close the connection when the ping goes unanswered; 0s turns keepalive off (at least 10s, as grpc-go)", field: func(s *Settings) any { return &s.BackendKeepalive.Time }},
 		{name: "backend_keepalive.timeout", usage: "how long a keepalive ping waits for an answer before the connection is closed", field: func(s *Settings) any { return &s.BackendKeepalive.Timeout }},
 		{name: "backend_keepalive.permit_without_stream", usage: "send keepalive pings also while no call is in flight", field: func(s *Settings) any { return &s.BackendKeepalive.PermitWithoutStream }},
+		{name: "balance", usage: "how the calls of a backend spread over the addresses its target resolves to: least_request (fewer calls in flight of two drawn at random), round_robin or pick_first; a backends entry's own balance wins", field: func(s *Settings) any { return &s.Balance }},
+		{name: "resolve_interval", usage: "resolve a backend's DNS name again this often, besides when a connection fails or drains; 0s only then", field: func(s *Settings) any { return &s.ResolveInterval }},
+		{name: "health_check", usage: "watch grpc.health.v1.Health on each address of a backend: only SERVING addresses take calls", field: func(s *Settings) any { return &s.HealthCheck }},
+		{name: "health_service", usage: "the service name health_check watches; empty means the whole server", field: func(s *Settings) any { return &s.HealthService }},
 		{name: "log_level", usage: "log level: debug, info, warn or error", field: func(s *Settings) any { return &s.LogLevel }},
 		{name: "log_format", usage: "log format: text or json", field: func(s *Settings) any { return &s.LogFormat }},
 		{name: "shutdown_timeout", usage: "wait for in-flight requests on shutdown, e.g. 15s", field: func(s *Settings) any { return &s.ShutdownTimeout }},
@@ -117,7 +121,8 @@ func keys() []key {
 // backendKeys lists the keys of one entry of backends, for unknown-key
 // errors and the docs.
 func backendKeys() []string {
-	return []string{"name", "address", "plaintext", "tls.ca_file", "tls.server_name", "tls.cert_file", "tls.key_file", "include", "exclude"}
+	return []string{"name", "address", "plaintext", "tls.ca_file", "tls.server_name", "tls.cert_file", "tls.key_file", "include", "exclude",
+		"balance", "resolve_interval", "health_check", "health_service"}
 }
 
 // flagName is the kebab-case flag of a key: tls.cert_file -> tls-cert-file.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -66,6 +67,14 @@ type Settings struct {
 	// BackendKeepalive pings backends to find dead connections, on both
 	// call paths; its zero Time turns it off.
 	BackendKeepalive Keepalive
+	// Balance, ResolveInterval, HealthCheck and HealthService are how the
+	// calls of the default backend spread over the addresses its target
+	// resolves to (see LB); a backends entry that leaves one unset takes
+	// it from here.
+	Balance         string
+	ResolveInterval time.Duration
+	HealthCheck     bool
+	HealthService   string
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 	// LogFormat is text or json.
@@ -203,7 +212,61 @@ type Backend struct {
 	// Empty Include means every service.
 	Include []string `yaml:"include,omitempty"`
 	Exclude []string `yaml:"exclude,omitempty"`
+	// Balance, ResolveInterval, HealthCheck and HealthService are the
+	// backend's own load balancing settings (see LB); unset ("", nil)
+	// means the top-level key's.
+	Balance         string         `yaml:"balance,omitempty"`
+	ResolveInterval *time.Duration `yaml:"-"` // printed by MarshalYAML
+	HealthCheck     *bool          `yaml:"health_check,omitempty"`
+	HealthService   *string        `yaml:"health_service,omitempty"`
 }
+
+// MarshalYAML writes b as the backends list takes it, resolve_interval
+// as a duration.
+func (b Backend) MarshalYAML() (any, error) {
+	type plain Backend
+	out := struct {
+		plain           `yaml:",inline"`
+		ResolveInterval string `yaml:"resolve_interval,omitempty"`
+	}{plain: plain(b)}
+	if b.ResolveInterval != nil {
+		out.ResolveInterval = b.ResolveInterval.String()
+	}
+	return out, nil
+}
+
+// LB is how the calls of one backend spread over the addresses its
+// target resolves to.
+type LB struct {
+	// Balance is least_request, round_robin or pick_first (Balances).
+	Balance string
+	// ResolveInterval is how often a DNS target is resolved again; 0
+	// only when a connection fails or drains.
+	ResolveInterval time.Duration
+	// HealthCheck watches grpc.health.v1.Health/Watch for HealthService
+	// ("" is the whole server) on each address.
+	HealthCheck   bool
+	HealthService string
+}
+
+// LB returns the load balancing settings of b: its own, the top-level
+// keys' for those it leaves unset.
+func (s Settings) LB(b Backend) LB {
+	lb := LB{Balance: cmpOr(b.Balance, s.Balance), ResolveInterval: s.ResolveInterval, HealthCheck: s.HealthCheck, HealthService: s.HealthService}
+	if b.ResolveInterval != nil {
+		lb.ResolveInterval = *b.ResolveInterval
+	}
+	if b.HealthCheck != nil {
+		lb.HealthCheck = *b.HealthCheck
+	}
+	if b.HealthService != nil {
+		lb.HealthService = *b.HealthService
+	}
+	return lb
+}
+
+// Balances lists the accepted values of balance, the default first.
+func Balances() []string { return backend.Balances() }
 
 // BackendTLS are the TLS settings of a backend connection. Files are reread
 // when they change.
@@ -260,6 +323,8 @@ func Defaults() Settings {
 		DirectCalls:       true,
 		MCP:               true,
 		BackendKeepalive:  Keepalive{Timeout: 20 * time.Second},
+		Balance:           backend.LeastRequest,
+		ResolveInterval:   30 * time.Second,
 
 		RateLimitStoreTimeout:  redislimit.DefaultTimeout,
 		RateLimitStoreFallback: string(redislimit.Local),
@@ -343,6 +408,12 @@ func (s Settings) Validate() error {
 	if s.BackendKeepalive.Timeout <= 0 {
 		bad("backend_keepalive.timeout", "must be positive, got %s", s.BackendKeepalive.Timeout)
 	}
+	if !slices.Contains(Balances(), s.Balance) {
+		bad("balance", "want one of %s, got %q", strings.Join(Balances(), ", "), s.Balance)
+	}
+	if s.ResolveInterval < 0 {
+		bad("resolve_interval", "must be 0s (only when a connection fails) or positive, got %s", s.ResolveInterval)
+	}
 	errs = append(errs, s.validateGuard()...)
 	errs = append(errs, s.validateRateLimitStore()...)
 	errs = append(errs, s.validateSources()...)
@@ -372,6 +443,12 @@ func (b Backend) validate(prefix string) []error {
 	}
 	if reason := checkTarget(b.Address); reason != "" {
 		bad(".address", "%s", reason)
+	}
+	if b.Balance != "" && !slices.Contains(Balances(), b.Balance) {
+		bad(".balance", "want one of %s, got %q", strings.Join(Balances(), ", "), b.Balance)
+	}
+	if b.ResolveInterval != nil && *b.ResolveInterval < 0 {
+		bad(".resolve_interval", "must be 0s (only when a connection fails) or positive, got %s", *b.ResolveInterval)
 	}
 	switch {
 	case b.Plaintext && b.TLS != nil:
@@ -466,6 +543,12 @@ func readError(err error) string {
 func checkTarget(target string) string {
 	if target == "" {
 		return "missing: want HOST:PORT"
+	}
+	if strings.HasPrefix(target, "dns://") || strings.HasPrefix(target, "ipv4:") || strings.HasPrefix(target, "ipv6:") {
+		if err := backend.CheckTarget(target); err != nil {
+			return fmt.Sprintf("want dns://[SERVER]/HOST:PORT, ipv4:IP:PORT,IP:PORT or ipv6:[IP]:PORT,[IP]:PORT, got %q", target)
+		}
+		return ""
 	}
 	if strings.HasPrefix(target, "unix:") || strings.Contains(target, ":///") {
 		if _, err := url.Parse(target); err != nil {

@@ -4,6 +4,7 @@
 package deploy
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -61,6 +62,8 @@ type manifests struct {
 	hpa    autoscalingv2.HorizontalPodAutoscaler
 	pdb    policyv1.PodDisruptionBudget
 	secret corev1.Secret // the rate limit store's password
+	// backend is the example backend's headless Service.
+	backend corev1.Service
 }
 
 func loadAll(t *testing.T) *manifests {
@@ -72,12 +75,13 @@ func loadAll(t *testing.T) *manifests {
 	load(t, "hpa.yaml", "autoscaling/v2", "HorizontalPodAutoscaler", &m.hpa)
 	load(t, "pdb.yaml", "policy/v1", "PodDisruptionBudget", &m.pdb)
 	load(t, "secret.yaml", "v1", "Secret", &m.secret)
+	load(t, "backend-service.yaml", "v1", "Service", &m.backend)
 	entries, err := os.ReadDir("kubernetes")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if !slices.Contains([]string{"deployment.yaml", "configmap.yaml", "service.yaml", "hpa.yaml", "pdb.yaml", "secret.yaml"}, e.Name()) {
+		if !slices.Contains([]string{"deployment.yaml", "configmap.yaml", "service.yaml", "hpa.yaml", "pdb.yaml", "secret.yaml", "backend-service.yaml"}, e.Name()) {
 			t.Errorf("kubernetes/%s is not checked by this test", e.Name())
 		}
 	}
@@ -170,6 +174,17 @@ func TestManifests(t *testing.T) {
 	s := m.settings(t, c)
 	if s.Backend == "" {
 		t.Errorf("the ConfigMap names no backend")
+	}
+	// The backend is the example's headless Service, by dns:///, so that
+	// the bridge balances its calls over every pod.
+	b := m.backend
+	if b.Spec.ClusterIP != corev1.ClusterIPNone || len(b.Spec.Ports) != 1 {
+		t.Errorf("backend-service.yaml: clusterIP %q, ports %+v; want a headless Service with one port", b.Spec.ClusterIP, b.Spec.Ports)
+	} else if want := fmt.Sprintf("dns:///%s:%d", b.Name, b.Spec.Ports[0].Port); s.Backend != want {
+		t.Errorf("the ConfigMap's backend is %q, want the headless Service %q", s.Backend, want)
+	}
+	if lb := s.LB(s.BackendList()[0]); lb.Balance == "pick_first" || lb.ResolveInterval <= 0 {
+		t.Errorf("the ConfigMap balances by %+v, want calls spread over the pods and the name resolved again", lb)
 	}
 
 	// The listen port is the container's http port, which the probes,

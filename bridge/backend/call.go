@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"context"
 	"sync"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend/internal/unary"
@@ -14,8 +15,61 @@ import (
 type Call = unary.Call
 
 // A Group starts calls that leave together and are waited for at once
-// (see Invoker.Start).
-type Group = unary.Group
+// (see Invoker.Start): the calls picked for the same address leave in one
+// write. Its zero value is ready; it may be used again after Wait
+// returns.
+type Group struct {
+	g unary.Group
+	p *pool
+	// calls are those started on a pool of several addresses: one that
+	// was never sent goes to another address.
+	calls []*Call
+}
+
+func (g *Group) start(ctx context.Context, p *pool, c *Call) {
+	a, err := p.pick(ctx)
+	if err != nil {
+		c.Err = err
+		return
+	}
+	a.calls.Add(1)
+	if p.view.Load().one != a {
+		g.p = p
+		g.calls = append(g.calls, c)
+	}
+	g.g.Start(ctx, a.client, c)
+}
+
+// Wait writes the frames of g's calls and waits until all have ended; when
+// ctx is done first it ends the others with its status. The calls that
+// were never sent are tried again on other addresses.
+func (g *Group) Wait(ctx context.Context) {
+	g.g.Wait(ctx)
+	if g.p == nil {
+		return
+	}
+	for range maxPicks - 1 {
+		again := false
+		for _, c := range g.calls {
+			if c.Err == nil || !c.Unsent() || ctx.Err() != nil {
+				continue
+			}
+			a, err := g.p.pick(ctx)
+			if err != nil {
+				break
+			}
+			a.calls.Add(1)
+			g.g.Start(ctx, a.client, c)
+			again = true
+		}
+		if !again {
+			break
+		}
+		g.g.Wait(ctx)
+	}
+	clear(g.calls)
+	g.calls, g.p = g.calls[:0], nil
+}
 
 // Statuses of the calls whose Budget, Limit or MaxMessages ended them.
 var (

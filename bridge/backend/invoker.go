@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
-
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend/internal/unary"
 )
 
 // An Invoker makes the calls of one backend connection. Both kinds below
@@ -23,10 +21,10 @@ type Invoker interface {
 }
 
 // For returns the Invoker of conn: the bridge's own HTTP/2 client when
-// conn is a *DirectConn, grpc-go's otherwise.
+// conn is a *Conn with the direct path, grpc-go's otherwise.
 func For(conn grpc.ClientConnInterface) Invoker {
-	if d, ok := conn.(*DirectConn); ok {
-		return direct{d.client}
+	if d, ok := conn.(*Conn); ok && d.direct {
+		return direct{d.pool}
 	}
 	return grpcGo{conn}
 }
@@ -38,12 +36,13 @@ func IsDirect(inv Invoker) bool {
 	return ok
 }
 
-// direct makes calls through the bridge's own HTTP/2 client.
-type direct struct{ c *unary.Client }
+// direct makes calls through the bridge's own HTTP/2 client, one per
+// address of the backend.
+type direct struct{ p *pool }
 
-func (d direct) Invoke(ctx context.Context, c *Call) error { return d.c.Invoke(ctx, c) }
+func (d direct) Invoke(ctx context.Context, c *Call) error { return d.p.invoke(ctx, c) }
 
 func (d direct) Start(ctx context.Context, g *Group, c *Call) bool {
-	g.Start(ctx, d.c, c)
+	g.start(ctx, d.p, c)
 	return true
 }

@@ -20,8 +20,9 @@ func DialOptions() []grpc.DialOption {
 
 // An Origin records where the status of one grpc-go call came from.
 type Origin struct {
-	seen     atomic.Bool // the stats handler saw the call: its record holds
-	trailers atomic.Bool // the backend's trailers came, and the status in them
+	seen     atomic.Bool             // the stats handler saw the call: its record holds
+	trailers atomic.Bool             // the backend's trailers came, and the status in them
+	addr     atomic.Pointer[address] // where grpc-go sent it, while in flight
 }
 
 type originKey struct{}

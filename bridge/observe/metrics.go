@@ -40,6 +40,8 @@ type Metrics struct {
 	lastRefresh      *prometheus.GaugeVec
 	conns            *connCollector
 	discovery        *discoveryCollector
+	addrOnce         sync.Once
+	addresses        *addressCollector // made by the first WatchAddresses
 
 	invalid, unknown, discover *methodStats
 }

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	grpcbackoff "google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -26,13 +24,6 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
-
-// reconnectParams make a backend's return noticed within a few seconds
-// however long it was down (gRPC's default backoff grows to two minutes).
-var reconnectParams = grpc.ConnectParams{
-	Backoff:           grpcbackoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
-	MinConnectTimeout: 5 * time.Second,
-}
 
 // serve runs the bridge described by s until ctx is done, then shuts it
 // down gracefully within s.ShutdownTimeout. Discovery runs in the
@@ -68,7 +59,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	sources := make([]bridgereflect.Source, 0, len(backends))
 	for _, b := range backends {
 		opts := append(tr.dialOptions(), bridge.BackendDialOptions(streamingOptions(bridge.Options{}, s))...)
-		conn, err := backendConn(b, s.DirectCalls && tr == nil, s.BackendKeepalive, log, opts...)
+		conn, err := backendConn(b, s.LB(b), s.DirectCalls && tr == nil, s.BackendKeepalive, log, opts...)
 		if err != nil {
 			return usageError(err)
 		}
@@ -117,7 +108,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 		MaxCallTimeout:   s.MaxCallTimeout,
 		Metadata:         bridge.Metadata{RequestHeaders: s.Metadata.RequestHeaders, ResponseHeaders: s.Metadata.ResponseHeaders},
 		MaxMetadataBytes: s.MaxMetadataBytes,
-		ReadinessDetails: withStoreDetails(readiness(s, watcher), store),
+		ReadinessDetails: withStoreDetails(readiness(s, watcher, sources), store),
 		EmitUnpopulated:  s.EmitUnpopulated,
 		Document:         documentInfo(s, dialable(lis.Addr())),
 		Logger:           log,
@@ -229,54 +220,37 @@ func backendName(b config.Backend) string {
 	return b.Address
 }
 
-// backendConn is the connection the bridge calls b through: dialBackend's,
-// with the bridge's own client for unary calls when direct is set and b's
-// address allows it.
-func backendConn(b config.Backend, direct bool, ka config.Keepalive, log *slog.Logger, opts ...grpc.DialOption) (connCloser, error) {
+// backendConn is the connection the bridge calls b through, over every
+// address its target resolves to, balanced by lb: plaintext or TLS, with
+// the bridge's own client for unary calls when direct is set and b's
+// address allows it, and the options opts (such as tracing's).
+func backendConn(b config.Backend, lb config.LB, direct bool, ka config.Keepalive, log *slog.Logger, opts ...grpc.DialOption) (*backend.Conn, error) {
 	if ka.Time > 0 {
 		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: ka.Time, Timeout: ka.Timeout, PermitWithoutStream: ka.PermitWithoutStream}))
 	}
-	conn, creds, err := dialBackend(b, log, opts...)
-	if err != nil || !direct {
-		return conn, err
-	}
-	d, err := backend.NewDirectConn(conn, b.Address, backend.DirectOptions{Creds: creds, Logger: log,
-		KeepaliveTime: ka.Time, KeepaliveTimeout: ka.Timeout, KeepalivePermitWithoutStream: ka.PermitWithoutStream})
-	if errors.Is(err, backend.ErrUnsupportedTarget) {
-		log.Info("unary calls go through grpc-go: the address needs its name resolution", "backend", backendName(b))
-		return conn, nil
-	}
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("backend %q: %w", backendName(b), err)
-	}
-	return d, nil
-}
-
-// connCloser is a backend connection the bridge closes at the end.
-type connCloser interface {
-	grpc.ClientConnInterface
-	Close() error
-}
-
-// dialBackend creates the client connection of b: plaintext or TLS, with
-// a reconnect backoff capped at a few seconds, and the options opts (such
-// as tracing's). It returns the transport credentials it uses too.
-func dialBackend(b config.Backend, log *slog.Logger, opts ...grpc.DialOption) (*grpc.ClientConn, credentials.TransportCredentials, error) {
 	creds := insecure.NewCredentials()
 	if b.TLS != nil {
 		c, err := backendCredentials(b, log)
 		if err != nil {
-			return nil, nil, fmt.Errorf("backend %q: %w", backendName(b), err)
+			return nil, fmt.Errorf("backend %q: %w", backendName(b), err)
 		}
 		creds = c
 	}
-	opts = append(append(backend.DialOptions(), grpc.WithTransportCredentials(creds), grpc.WithConnectParams(reconnectParams)), opts...)
-	conn, err := grpc.NewClient(b.Address, opts...)
+	conn, err := backend.Dial(b.Address, backend.Options{
+		Name:            backendName(b),
+		Balance:         lb.Balance,
+		ResolveInterval: lb.ResolveInterval,
+		HealthCheck:     lb.HealthCheck,
+		HealthService:   lb.HealthService,
+		Direct:          direct,
+		DialOptions:     opts,
+		DirectOptions: backend.DirectOptions{Creds: creds, Logger: log,
+			KeepaliveTime: ka.Time, KeepaliveTimeout: ka.Timeout, KeepalivePermitWithoutStream: ka.PermitWithoutStream},
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("backend %q: %w", backendName(b), err)
+		return nil, fmt.Errorf("backend %q: %w", backendName(b), err)
 	}
-	return conn, creds, nil
+	return conn, nil
 }
 
 // listen opens the listener of s, with TLS if configured.

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/explorer"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/h1"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit"
@@ -66,6 +67,16 @@ func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *brid
 	for _, src := range sources {
 		if c, ok := src.Conn.(bridge.StateReporter); ok {
 			m.WatchBackend(src.Name, c)
+		}
+		if c, ok := src.Conn.(*backend.Conn); ok {
+			m.WatchAddresses(src.Name, func() []bridge.AddressState {
+				st := c.Addresses().Addresses
+				out := make([]bridge.AddressState, len(st))
+				for i, a := range st {
+					out[i] = bridge.AddressState{Address: a.Address, State: a.State, Calls: a.Calls}
+				}
+				return out
+			})
 		}
 	}
 	if s.Descriptors.Enabled() {

@@ -75,7 +75,7 @@ func serveMCP(ctx context.Context, s config.Settings, log *slog.Logger, logOut i
 	sources := make([]bridgereflect.Source, 0, len(backends))
 	for _, b := range backends {
 		opts := bridge.BackendDialOptions(streamingOptions(bridge.Options{}, s))
-		conn, err := backendConn(b, s.DirectCalls, s.BackendKeepalive, log, opts...)
+		conn, err := backendConn(b, s.LB(b), s.DirectCalls, s.BackendKeepalive, log, opts...)
 		if err != nil {
 			return usageError(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
@@ -70,7 +71,7 @@ func documentMethods(ctx context.Context, s config.Settings, log *slog.Logger) (
 	}
 	parts := make([]bridgereflect.Part, 0, len(backends))
 	for _, b := range backends {
-		conn, _, err := dialBackend(b, log)
+		conn, err := backendConn(b, s.LB(b), false, config.Keepalive{}, log)
 		if err != nil {
 			return nil, usageError(err)
 		}
@@ -156,15 +157,52 @@ func dialableListen(listen string) string {
 
 // readiness gives the details of /readyz: the discovery status of every
 // backend or, when files describe the services, which files.
-func readiness(s config.Settings, w *bridgereflect.Watcher) func() any {
+func readiness(s config.Settings, w *bridgereflect.Watcher, sources []bridgereflect.Source) func() any {
 	if !s.Descriptors.Enabled() {
-		return func() any { return w.Status() }
+		return func() any {
+			st := w.Status()
+			out := readinessStatus{Backends: make([]backendReadiness, len(st.Backends)), LastError: st.LastError}
+			for i, b := range st.Backends {
+				out.Backends[i] = backendReadiness{BackendStatus: b, AddressesStatus: addresses(sources, b.Name)}
+			}
+			return out
+		}
 	}
 	files := map[string]any{"protoset": s.Descriptors.Protoset}
 	if s.Descriptors.Protoset == "" {
 		files = map[string]any{"proto": s.Descriptors.Proto, "import_path": s.Descriptors.ImportPath}
 	}
-	return func() any { return map[string]any{"descriptors": files} }
+	return func() any {
+		backends := make([]backendReadiness, len(sources))
+		for i, src := range sources {
+			backends[i] = backendReadiness{BackendStatus: bridgereflect.BackendStatus{Name: src.Name, State: "ready"},
+				AddressesStatus: addresses(sources, src.Name)}
+		}
+		return map[string]any{"descriptors": files, "backends": backends}
+	}
+}
+
+// readinessStatus is the watcher's status with each backend's addresses.
+type readinessStatus struct {
+	Backends  []backendReadiness `json:"backends"`
+	LastError string             `json:"last_error,omitempty"`
+}
+
+type backendReadiness struct {
+	bridgereflect.BackendStatus
+	*backend.AddressesStatus
+}
+
+// addresses returns the addresses of the backend named name, nil when its
+// connection tells none.
+func addresses(sources []bridgereflect.Source, name string) *backend.AddressesStatus {
+	for _, src := range sources {
+		if c, ok := src.Conn.(*backend.Conn); ok && src.Name == name {
+			st := c.Addresses()
+			return &st
+		}
+	}
+	return nil
 }
 
 // reloadDescriptors reads the descriptor files of s again and installs

@@ -225,6 +225,11 @@ func (c *Client) Invoke(ctx context.Context, call *Call) error {
 	}
 }
 
+// Unsent reports whether call, once ended, never reached the backend: it
+// could not start (no connection, see Client.SetNoWait), or the backend
+// refused it unprocessed. Such a call may be made again elsewhere.
+func (call *Call) Unsent() bool { return call.state == stateIdle || call.refused }
+
 // retry reports whether call, ended after attempt attempts (from 0), is to
 // be tried again.
 func (call *Call) retry(attempt int) bool {

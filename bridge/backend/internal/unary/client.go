@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -50,6 +51,44 @@ type Options struct {
 	KeepaliveTime                time.Duration
 	KeepaliveTimeout             time.Duration
 	KeepalivePermitWithoutStream bool
+	// OnState, when not nil, is called with the client's new State each
+	// time it changes, and when a backoff ends (Down to Idle), with the
+	// client's lock held: it must not block nor call the client.
+	OnState func(State)
+}
+
+// A State is what a Client can do with a new call at once.
+type State int32
+
+const (
+	// Idle: no connection; a call dials one.
+	Idle State = iota
+	// Connecting: a dial is under way.
+	Connecting
+	// Ready: a connection takes calls.
+	Ready
+	// Down: the last dial failed, or the connection closed before it
+	// answered anything; no dial before the backoff ends (see
+	// Options.OnState), and calls fail at once meanwhile.
+	Down
+	// Shutdown: the client is closed.
+	Shutdown
+)
+
+// String is the state's name in /readyz: ready, connecting, down, idle,
+// shutdown.
+func (s State) String() string {
+	switch s {
+	case Idle:
+		return "idle"
+	case Connecting:
+		return "connecting"
+	case Ready:
+		return "ready"
+	case Down:
+		return "down"
+	}
+	return "shutdown"
 }
 
 // Reconnection backoff, grpc-go's: after a failed dial, or a connection
@@ -88,6 +127,60 @@ type Client struct {
 	// kaTime is the keepalive interval of new connections:
 	// Options.KeepaliveTime, doubled at each GOAWAY "too_many_pings".
 	kaTime time.Duration
+	// backoffEnd fires at retryAt with Options.OnState, to say Idle.
+	backoffEnd *time.Timer
+
+	state    atomic.Int32 // a State, written under mu
+	inFlight atomic.Int32 // calls queued or open on the connections
+	noWait   atomic.Bool  // see SetNoWait
+}
+
+// State returns the client's state. Reading it takes no lock.
+func (c *Client) State() State { return State(c.state.Load()) }
+
+// InFlight returns the calls queued or open on the client's connections.
+// Reading it takes no lock.
+func (c *Client) InFlight() int { return int(c.inFlight.Load()) }
+
+// SetNoWait chooses what a call does when the client has no connection
+// ready: with on false (the default) it waits for a dial, with on true
+// it fails at once with ErrNotReady, the dial going on in the background,
+// so that a caller holding other clients of the same backend tries one
+// of those (see Call.Unsent).
+func (c *Client) SetNoWait(on bool) { c.noWait.Store(on) }
+
+// ErrNotReady is the status of a call made with SetNoWait(true) while the
+// client had no connection ready; the call was not sent.
+var ErrNotReady = status.Error(codes.Unavailable, "transport: no connection to the backend is ready")
+
+// Err returns why the client's last dial failed, a status error, or nil.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dialErr
+}
+
+// updateLocked sets the client's state from its fields, and tells
+// Options.OnState when it changed (or when force is set).
+func (c *Client) updateLocked(force bool) {
+	var s State
+	switch {
+	case c.closed:
+		s = Shutdown
+	case c.cur != nil && !c.cur.draining.Load():
+		s = Ready
+	case c.dialing != nil:
+		s = Connecting
+	case c.dialErr != nil && time.Now().Before(c.retryAt):
+		s = Down
+	default:
+		s = Idle
+	}
+	if State(c.state.Swap(int32(s))) != s || force {
+		if c.opts.OnState != nil {
+			c.opts.OnState(s)
+		}
+	}
 }
 
 // New returns a Client of the backend at target, a gRPC target string
@@ -136,6 +229,10 @@ func New(target string, opts Options) (*Client, error) {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
+	if c.backoffEnd != nil {
+		c.backoffEnd.Stop()
+	}
+	c.updateLocked(false)
 	conns := make([]*conn, 0, len(c.conns))
 	for cn := range c.conns {
 		conns = append(conns, cn)
@@ -164,6 +261,10 @@ func (c *Client) ready(ctx context.Context) (*conn, error) {
 			cn := c.cur
 			c.mu.Unlock()
 			return cn, nil
+		case c.noWait.Load():
+			c.connectLocked()
+			c.mu.Unlock()
+			return nil, ErrNotReady
 		case c.dialing == nil && c.dialErr != nil && time.Now().Before(c.retryAt):
 			err, paced, at := c.dialErr, c.paced, c.retryAt
 			c.mu.Unlock()
@@ -183,6 +284,7 @@ func (c *Client) ready(ctx context.Context) (*conn, error) {
 		case c.dialing == nil:
 			c.dialing = make(chan struct{})
 			c.wg.Go(c.dial)
+			c.updateLocked(false)
 		}
 		ch := c.dialing
 		c.mu.Unlock()
@@ -214,6 +316,7 @@ func (c *Client) dial() {
 		cn.nc.Close()
 		err = errClosed
 	}
+	defer c.updateLocked(false)
 	if err != nil {
 		c.opts.Logger.Debug("cannot connect to the backend", "address", c.ep.address, "error", err)
 		c.failedLocked(status.Error(codes.Unavailable, "transport: cannot connect to the backend: "+err.Error()))
@@ -233,7 +336,24 @@ func (c *Client) failedLocked(err error) {
 	c.dialErr, c.paced = err, false
 	c.backoff = min(max(time.Duration(float64(c.backoff)*backoffFactor), baseBackoff), maxBackoff)
 	jitter := 1 + backoffJitter*(2*rand.Float64()-1)
-	c.retryAt = time.Now().Add(time.Duration(float64(c.backoff) * jitter))
+	wait := time.Duration(float64(c.backoff) * jitter)
+	c.retryAt = time.Now().Add(wait)
+	if c.opts.OnState != nil && !c.closed {
+		if c.backoffEnd == nil {
+			c.backoffEnd = time.AfterFunc(wait, c.endBackoff)
+		} else {
+			c.backoffEnd.Reset(wait)
+		}
+	}
+}
+
+// endBackoff tells Options.OnState that the backoff has ended.
+func (c *Client) endBackoff() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.updateLocked(true)
+	}
 }
 
 // connect dials, secures the connection, exchanges prefaces and waits for
@@ -319,6 +439,7 @@ func (c *Client) ended(cn *conn, busy bool) {
 	if c.cur != cn {
 		return
 	}
+	defer c.updateLocked(false)
 	c.cur = nil
 	if cn.healthy() {
 		c.backoff = 0
@@ -362,6 +483,7 @@ func (c *Client) connectLocked() {
 	default:
 		c.dialing = make(chan struct{})
 		c.wg.Go(c.dial)
+		c.updateLocked(false)
 	}
 }
 
@@ -372,6 +494,7 @@ func (c *Client) ResetBackoff() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.backoff, c.retryAt = 0, time.Time{}
+	c.updateLocked(false)
 }
 
 // contextStatus is the status of a call whose context is done.

@@ -326,6 +326,7 @@ func (cn *conn) enqueue(call *Call, wake bool) error {
 	call.conn = cn
 	call.state = statePending
 	cn.pending = append(cn.pending, call)
+	cn.client.inFlight.Add(1)
 	cn.mu.Unlock()
 	if wake {
 		cn.kick()
@@ -360,6 +361,7 @@ func (cn *conn) endLocked(call *Call, err error) bool {
 	default:
 		return false
 	}
+	cn.client.inFlight.Add(-1)
 	call.state = stateDone
 	call.Err = err
 	return true

@@ -1,7 +1,9 @@
 // Package unary is a lean gRPC client for unary calls whose messages are
 // already protobuf wire bytes, which is all the bridge's unary path needs.
 //
-// It speaks HTTP/2 itself on one connection per backend: a call is queued
+// It speaks HTTP/2 itself on one connection per address (package backend
+// holds a Client per address of a backend and picks one per call, by
+// State and InFlight, which take no lock): a call is queued
 // on the connection by the calling goroutine, and one writer goroutine per
 // connection encodes the HEADERS and DATA frames of every queued call and
 // writes them with one system call, so concurrent calls share writes;
@@ -16,11 +18,13 @@
 // retried once on a new connection, or each time when a draining connection
 // that served others left them out: see Call.requeue), CONTINUATION, padding, trailers-only
 // responses, grpc-timeout, metadata (-bin values in base64) and status
-// details. A server-streaming call whose messages are wanted all at once
+// details. A call made while the client has no connection may wait for
+// a dial or fail at once, unsent, to be tried elsewhere (SetNoWait,
+// Call.Unsent). A server-streaming call whose messages are wanted all at once
 // is made the same way (Call.Stream). A call's response can be held to a
 // budget shared with others (Call.Budget), checked against each message's
 // length prefix before any of the message is kept. Other streaming calls,
-// reflection, load balancing and compression (gzip responses excepted) are
-// left to grpc-go. Statuses made here rather than received from the backend
+// reflection and compression (gzip responses excepted) are left to
+// grpc-go. Statuses made here rather than received from the backend
 // carry messages that begin with "transport: " or "grpc: ".
 package unary
