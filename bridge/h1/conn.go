@@ -223,7 +223,10 @@ func (cn *conn) awaitRequest() bool {
 	}
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	if cn.state == stateClosed || cn.srv.shutdown.Load() {
+	// A request that came during Shutdown is served, with Connection:
+	// close: its client sent it on a connection the server had taken,
+	// and could not know to send it elsewhere.
+	if cn.state == stateClosed {
 		return false
 	}
 	cn.state = stateActive

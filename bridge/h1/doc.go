@@ -23,6 +23,13 @@
 // graceful Shutdown, and the request context's http.ServerContextKey and
 // http.LocalAddrContextKey.
 //
+// At Shutdown, unlike net/http, it loses no request that came on a
+// connection it accepted: a request that arrives during Shutdown is
+// served, with Connection: close (net/http reads it and closes without a
+// reply), and the connections in the listener's accept queue are taken
+// out and served before the socket stops listening (closing a listener
+// resets them); see stopListening.
+//
 // One difference on the requests it serves itself: a client that closes
 // its connection while its request is handled cancels the request's
 // context once the request has run for half a second (watchAfter), not at

@@ -23,8 +23,10 @@ type Server struct {
 	conns    map[*conn]struct{}
 	lis      net.Listener
 	handoff  *handoffListener
-	shutdown atomic.Bool
-	noKeep   atomic.Bool
+	shutdown  atomic.Bool   // Shutdown or Close began: replies close their connections
+	closed    atomic.Bool   // Close began: connections are closed, not served
+	accepting chan struct{} // closed when Serve's accept loop has returned
+	noKeep    atomic.Bool
 
 	// watchAfter is how long a request runs before its connection is
 	// watched (tests shorten it); zero is the constant watchAfter.
@@ -52,7 +54,9 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 	s.lis = lis
 	s.handoff = newHandoffListener(lis)
+	s.accepting = make(chan struct{})
 	s.mu.Unlock()
+	defer close(s.accepting)
 	go s.HTTP.Serve(s.handoff) // until Shutdown or Close: ErrServerClosed
 
 	var delay time.Duration // as net/http: back off on temporary errors
@@ -71,17 +75,23 @@ func (s *Server) Serve(lis net.Listener) error {
 			return err
 		}
 		delay = 0
-		if _, ok := c.(*tls.Conn); ok {
-			s.handoff.give(c)
-			continue
-		}
-		cn := s.newConn(c)
-		if cn == nil {
-			c.Close()
-			continue
-		}
-		go cn.serve()
+		s.serveConn(c)
 	}
+}
+
+// serveConn serves c: h1 itself, or HTTP for TLS (it negotiates the
+// protocol by ALPN).
+func (s *Server) serveConn(c net.Conn) {
+	if _, ok := c.(*tls.Conn); ok {
+		s.handoff.give(c)
+		return
+	}
+	cn := s.newConn(c)
+	if cn == nil {
+		c.Close()
+		return
+	}
+	go cn.serve()
 }
 
 // temporary tells whether an accept error says it may pass (EMFILE and
@@ -95,7 +105,7 @@ func (s *Server) newConn(c net.Conn) *conn {
 	cn := &conn{srv: s, c: c, accepted: time.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.shutdown.Load() {
+	if s.closed.Load() {
 		return nil
 	}
 	s.conns[cn] = struct{}{}
@@ -131,16 +141,38 @@ func (s *Server) closeIdle() bool {
 	return len(s.conns) == 0
 }
 
+// The bounds of stopListening at Shutdown: the accept queue must stay
+// empty for listenSettle, and is waited for at most listenWait.
+const (
+	listenSettle = 20 * time.Millisecond
+	listenWait   = 500 * time.Millisecond
+)
+
 // Shutdown stops accepting connections, closes the idle ones, waits for
 // the requests being served to be answered, and shuts HTTP down, all
-// within ctx.
+// within ctx. Unlike net/http, it loses no request that came on a
+// connection it accepted: one that arrives during Shutdown is served,
+// with Connection: close (net/http reads it and closes the connection
+// without a reply), and the connections waiting in the listener's accept
+// queue are accepted and served before it closes (closing it would reset
+// them), new ones being refused meanwhile (stopListening). A client, a
+// proxy above all, thus either cannot connect, and tries elsewhere, or
+// gets its reply. A connection that has not sent its first request is
+// closed once it is 5 s old, as net/http closes it.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdown.Store(true)
 	s.mu.Lock()
-	lis := s.lis
+	lis, accepting := s.lis, s.accepting
 	s.mu.Unlock()
 	if lis != nil {
+		stopListening(lis, listenSettle, listenWait, s.serveConn)
 		lis.Close()
+		// A connection the accept loop took before the listener stopped is
+		// served, and counted before the wait below.
+		select {
+		case <-accepting:
+		case <-ctx.Done():
+		}
 	}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.HTTP.Shutdown(ctx) }()
@@ -160,6 +192,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close closes the listener and every connection at once.
 func (s *Server) Close() error {
 	s.shutdown.Store(true)
+	s.closed.Store(true)
 	s.mu.Lock()
 	if s.lis != nil {
 		s.lis.Close()
