@@ -19,10 +19,10 @@ type Server struct {
 	// connections handed to it.
 	HTTP *http.Server
 
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
-	lis      net.Listener
-	handoff  *handoffListener
+	mu        sync.Mutex
+	conns     map[*conn]struct{}
+	lis       net.Listener
+	handoff   *handoffListener
 	shutdown  atomic.Bool   // Shutdown or Close began: replies close their connections
 	closed    atomic.Bool   // Close began: connections are closed, not served
 	accepting chan struct{} // closed when Serve's accept loop has returned
