@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -549,4 +550,46 @@ func TestLiveGuards(t *testing.T) {
 	if s, ok := sample(fams, "jsonrpc_bridge_calls_total", map[string]string{"method": serverStream, "code": "7"}); !ok || s.GetCounter().GetValue() != 1 {
 		t.Errorf("calls_total of the refused call: got %v, want 1 with code 7", s)
 	}
+}
+
+// FuzzAccept sends a server-streaming call with any Accept header: the
+// reply is the collected one, byte for byte, or the live form its
+// Content-Type names, which the header names too, with every message
+// and the reply; never anything else.
+func FuzzAccept(f *testing.F) {
+	for _, s := range []string{"", "text/event-stream", "application/json, text/event-stream", "application/x-ndjson;q=0.5, application/jsonl;q=0.6",
+		"*/*", "text/event-stream;q=0", "text/event-stream;q=1.000;charset=utf-8", "application/json;q=0.1,application/jsonl;Q=0.2", ";;,,q=",
+		"text/event-stream;q=0.", "application/jsonl;q=1.001", "TEXT/EVENT-STREAM ; q = 0.5"} {
+		f.Add(s)
+	}
+	e := newEnv(f, bridge.Options{Logger: slog.New(failOnError{t: f})})
+	body := request(serverStream, `{"count":2}`, 1)
+	collected := `{"jsonrpc":"2.0","id":1,"result":[{"seq":1},{"seq":2}]}`
+	live := map[string]string{
+		acceptSSE:    "data: {\"jsonrpc\":\"2.0\",\"method\":\"rpc.stream.message\",\"params\":{\"stream\":1,\"message\":{\"seq\":1}}}\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"rpc.stream.message\",\"params\":{\"stream\":1,\"message\":{\"seq\":2}}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"messages\":2}}\n\n",
+		acceptNDJSON: "{\"jsonrpc\":\"2.0\",\"method\":\"rpc.stream.message\",\"params\":{\"stream\":1,\"message\":{\"seq\":1}}}\n{\"jsonrpc\":\"2.0\",\"method\":\"rpc.stream.message\",\"params\":{\"stream\":1,\"message\":{\"seq\":2}}}\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"messages\":2}}\n",
+	}
+	live[acceptJSONL] = live[acceptNDJSON]
+	f.Fuzz(func(t *testing.T, accept string) {
+		hr := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", strings.NewReader(body))
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header["Accept"] = []string{accept}
+		w := httptest.NewRecorder()
+		e.bridge.ServeHTTP(w, hr)
+		ct := w.Header().Get("Content-Type")
+		switch {
+		case w.Code != http.StatusOK:
+			t.Fatalf("Accept %q: HTTP %d %s", accept, w.Code, w.Body)
+		case ct == "application/json":
+			if w.Body.String() != collected {
+				t.Fatalf("Accept %q: got %s, want %s", accept, w.Body, collected)
+			}
+		case live[ct] == "":
+			t.Fatalf("Accept %q: got Content-Type %q", accept, ct)
+		case !strings.Contains(strings.ToLower(accept), ct):
+			t.Fatalf("Accept %q: got the live form %s, which it does not name", accept, ct)
+		case w.Body.String() != live[ct]:
+			t.Fatalf("Accept %q: got %q, want %q", accept, w.Body, live[ct])
+		}
+	})
 }

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLiveCurl follows demo.v1.Notes.WatchNotes with "follow": true with
+// curl -N, as docs/streaming.md and the README show, in both live forms,
+// against demo (serve's own front, --stream-keepalive from the command
+// line): the note that exists arrives at once, before the stream ends; a
+// note created afterwards arrives within 50 ms of the call that creates
+// it; an idle stream gets keepalives every stream_keepalive; and the
+// access log line of the stream, with its message count, is written once
+// curl goes away.
+func TestLiveCurl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("curl is not installed")
+		}
+		t.Skip("curl is not installed (Debian package curl)")
+	}
+	p := start(t, "demo", "--listen", "127.0.0.1:0", "--stream-keepalive", "300ms", "--log-format", "json")
+	var root string
+	p.stdout.until(t, "the banner's URL", func(l string) bool {
+		_, u, ok := strings.Cut(l, "JSON-RPC 2.0 at ")
+		root = u
+		return ok
+	})
+	for i, tc := range []struct {
+		accept    string
+		keepalive string // the line of a keepalive
+		message   func(line string) (string, bool)
+	}{
+		{"text/event-stream", ": keepalive", func(l string) (string, bool) { return strings.CutPrefix(l, "data: ") }},
+		{"application/x-ndjson", "", func(l string) (string, bool) { return l, l != "" }},
+	} {
+		t.Run(tc.accept, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			tag := []string{"watched-sse", "watched-ndjson"}[i]
+			if status, body := do(t, root, `{"jsonrpc":"2.0","id":1,"method":"demo.v1.Notes.CreateNote","params":{"note":{"title":"Before","tags":["`+tag+`"]}}}`); status != 200 {
+				t.Fatalf("CreateNote: HTTP %d %s", status, body)
+			}
+			watch := `{"jsonrpc":"2.0","id":"w","method":"demo.v1.Notes.WatchNotes","params":{"tags":["` + tag + `"],"follow":true}}`
+			cmd := exec.CommandContext(ctx, curl, "-N", "-s", "-H", "Accept: "+tc.accept, root, "-d", watch)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			type line struct {
+				at   time.Time
+				text string
+			}
+			lines := make(chan line, 100)
+			go func() {
+				defer close(lines)
+				sc := bufio.NewScanner(out)
+				for sc.Scan() {
+					lines <- line{time.Now(), sc.Text()}
+				}
+			}()
+			// next returns the next message curl printed, skipping the
+			// lines between them, and counts the keepalives.
+			keepalives := 0
+			next := func() (time.Time, map[string]any) {
+				t.Helper()
+				timeout := time.After(waitLimit)
+				for {
+					select {
+					case l, ok := <-lines:
+						if !ok {
+							t.Fatal("curl's output ended, want another message")
+						}
+						if l.text == tc.keepalive {
+							keepalives++
+						}
+						if s, ok := tc.message(l.text); ok {
+							var m map[string]any
+							if err := json.Unmarshal([]byte(s), &m); err != nil {
+								t.Fatalf("curl printed %q, not a JSON-RPC message", l.text)
+							}
+							return l.at, m
+						}
+					case <-timeout:
+						t.Fatal("no message from curl within", waitLimit)
+					}
+				}
+			}
+			noteOf := func(m map[string]any) map[string]any {
+				t.Helper()
+				p, _ := m["params"].(map[string]any)
+				note, _ := p["message"].(map[string]any)
+				if m["method"] != "rpc.stream.message" || p["stream"] != "w" || note == nil {
+					t.Fatalf("curl printed %v, want the stream's notification", m)
+				}
+				return note
+			}
+			if _, m := next(); noteOf(m)["title"] != "Before" {
+				t.Errorf("the first message is %v, want the note that existed", m)
+			}
+			for _, title := range []string{"After 1", "After 2"} {
+				startAt := time.Now()
+				status, body := do(t, root, `{"jsonrpc":"2.0","id":2,"method":"demo.v1.Notes.CreateNote","params":{"note":{"title":"`+title+`","tags":["`+tag+`"]}}}`)
+				if status != 200 {
+					t.Fatalf("CreateNote: HTTP %d %s", status, body)
+				}
+				at, m := next()
+				if noteOf(m)["title"] != title {
+					t.Fatalf("got %v, want the note %q", m, title)
+				}
+				if d := at.Sub(startAt); d > 50*time.Millisecond {
+					t.Errorf("the note %q reached curl %s after the call that created it, want at most 50ms", title, d)
+				} else {
+					t.Logf("the note %q reached curl %s after the call that created it", title, d)
+				}
+			}
+			// Idle: keepalives, every 300ms.
+			idle := time.Now()
+			for keepalives < 2 {
+				select {
+				case l := <-lines:
+					if l.text == tc.keepalive {
+						keepalives++
+					}
+				case <-time.After(waitLimit):
+					t.Fatalf("%d keepalives in %s, want 2", keepalives, waitLimit)
+				}
+			}
+			if d := time.Since(idle); d < 500*time.Millisecond || d > 900*time.Millisecond {
+				t.Errorf("2 keepalives took %s, want about 600ms (--stream-keepalive 300ms)", d)
+			}
+			cancel() // curl goes away: the stream ends, and its log line is written
+			p.stderr.until(t, "the stream's access log line", func(l string) bool {
+				var rec struct {
+					Msg, Method string
+					Code        int
+					Messages    *int
+				}
+				return json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "call" && rec.Method == "demo.v1.Notes.WatchNotes" &&
+					rec.Code == 1 && rec.Messages != nil && *rec.Messages == 3
+			})
+		})
+	}
+}
