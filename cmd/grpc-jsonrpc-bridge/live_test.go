@@ -58,7 +58,10 @@ func TestLiveCurl(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			defer cmd.Wait()
+			defer func() {
+				cancel()
+				cmd.Wait()
+			}()
 			type line struct {
 				at   time.Time
 				text string
@@ -68,7 +71,10 @@ func TestLiveCurl(t *testing.T) {
 				defer close(lines)
 				sc := bufio.NewScanner(out)
 				for sc.Scan() {
-					lines <- line{time.Now(), sc.Text()}
+					select {
+					case lines <- line{time.Now(), sc.Text()}:
+					case <-ctx.Done():
+					}
 				}
 			}()
 			// next returns the next message curl printed, skipping the
@@ -152,5 +158,103 @@ func TestLiveCurl(t *testing.T) {
 					rec.Code == 1 && rec.Messages != nil && *rec.Messages == 3
 			})
 		})
+	}
+}
+
+// TestLiveCurlREADME runs the README's curl -N example against demo, as
+// printed there, and the command it says to run beside it: the note that
+// command creates reaches the first curl at once (TestLiveCurl holds it
+// to 50 ms; here the bound takes in the start of a shell and a curl).
+func TestLiveCurlREADME(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("curl is not installed")
+		}
+		t.Skip("curl is not installed (Debian package curl)")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	if i := strings.Index(section, "\n## Streaming\n"); i >= 0 {
+		section = section[i:]
+	}
+	if i := strings.Index(section[1:], "\n## "); i >= 0 {
+		section = section[:i+1]
+	}
+	var commands []string
+	for _, block := range strings.Split(section, "```sh\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		commands = append(commands, strings.TrimSpace(block))
+	}
+	if len(commands) != 2 || !strings.HasPrefix(commands[0], "curl -N ") {
+		t.Fatalf("the README's Streaming section has the commands %q, want curl -N and the call beside it", commands)
+	}
+	p := start(t, "demo", "--listen", "127.0.0.1:0", "--stream-keepalive", "100ms")
+	var root string
+	p.stdout.until(t, "the banner's URL", func(l string) bool {
+		_, u, ok := strings.Cut(l, "JSON-RPC 2.0 at ")
+		root = u
+		return ok
+	})
+	sh := func(ctx context.Context, command string) *exec.Cmd {
+		c := exec.CommandContext(ctx, "sh", "-c", "exec "+strings.ReplaceAll(command, "http://127.0.0.1:8080/", root))
+		c.WaitDelay = time.Second
+		return c
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	follow := sh(ctx, commands[0])
+	out, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 10)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		<-read
+		follow.Wait()
+	}()
+	// The stream is open once its first keepalive, an empty line, comes.
+	select {
+	case l := <-lines:
+		if l != "" {
+			t.Fatalf("the README's curl -N printed %q, want a keepalive first", l)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the README's curl -N printed nothing")
+	}
+	begin := time.Now()
+	created, err := sh(t.Context(), commands[1]).Output()
+	if err != nil || !strings.Contains(string(created), `"title":"Call Bob"`) {
+		t.Fatalf("the README's second command: %v %s", err, created)
+	}
+	select {
+	case l := <-lines:
+		if !strings.Contains(l, `"method":"rpc.stream.message"`) || !strings.Contains(l, `"title":"Call Bob"`) {
+			t.Fatalf("the README's curl -N printed %q, want the new note's notification", l)
+		}
+		if d := time.Since(begin); d > time.Second {
+			t.Errorf("the note reached curl -N %s after the command that created it started, want it at once", d)
+		} else {
+			t.Logf("the note reached curl -N %s after the command that created it started", d)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the README's curl -N printed nothing")
 	}
 }
