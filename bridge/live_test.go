@@ -593,3 +593,55 @@ func FuzzAccept(f *testing.F) {
 		}
 	})
 }
+
+// TestLiveStreamsMatchTheDocument: the OpenRPC document says which
+// methods stream over POST / (x-grpc-streaming.httpLive), and the
+// messages of real live streams of the demo match its schemas.
+func TestLiveStreamsMatchTheDocument(t *testing.T) {
+	e := newEnv(t, bridge.Options{})
+	s := serveDocument(t, e)
+	client := newHTTPClient(t)
+	for _, tc := range []struct {
+		method, params string
+		messages       int
+	}{
+		{"demo.v1.Notes.WatchNotes", `{"tags":["intro"]}`, 1},
+		{"demo.v1.Notes.TagNotes", `[{"id":"n1","tag":"a"},{"id":"n1","tag":"b"}]`, 2},
+	} {
+		live := "/methods/" + itoa(s.methods[tc.method]) + "/x-grpc-streaming/httpLive"
+		resp := postLive(t, client, e.url, acceptSSE, request(tc.method, tc.params, 1), nil)
+		msgs := readLive(t, resp, acceptSSE).rest(waitTimeout)
+		if len(msgs) != tc.messages+1 {
+			t.Fatalf("%s: got %d messages, want %d and the reply", tc.method, len(msgs), tc.messages)
+		}
+		for _, m := range msgs[:tc.messages] {
+			b, _ := json.Marshal(m.msg["params"])
+			if err := s.validate(t, live+"/notifications/0/params", b); err != nil {
+				t.Errorf("%s: notification params %s do not match the document: %v", tc.method, b, err)
+			}
+		}
+		b, _ := json.Marshal(msgs[tc.messages].msg["result"])
+		if err := s.validate(t, live+"/result", b); err != nil {
+			t.Errorf("%s: result %s does not match the document: %v", tc.method, b, err)
+		}
+		if err := s.validate(t, live+"/params", []byte(tc.params)); err != nil {
+			t.Errorf("%s: params %s do not match the document: %v", tc.method, tc.params, err)
+		}
+	}
+	_, b := e.do(t, http.MethodGet, "/openrpc.json", "", "")
+	var doc struct {
+		Methods []struct {
+			Name      string
+			Streaming map[string]any `json:"x-grpc-streaming"`
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range doc.Methods {
+		_, live := m.Streaming["httpLive"]
+		if want := m.Streaming != nil && m.Streaming["serverStreaming"] == true; live != want {
+			t.Errorf("%s: httpLive %v, want it only where the responses stream", m.Name, live)
+		}
+	}
+}
