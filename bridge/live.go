@@ -166,7 +166,9 @@ func (s *Server) liveTimeout(r *http.Request) time.Duration {
 // call gets; once it opens, the reply is the live one: 200, then each
 // message as it comes, keepalives while none does, and the reply to the
 // request last, even for an error. Live replies are not compressed.
-func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, msg *wire.Message, f liveForm, out *bytes.Buffer) {
+func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, m *wire.Message, f liveForm, out *bytes.Buffer) {
+	msg := new(wire.Message) // the engine's goroutine has it: serveRPC's stays on its stack
+	*msg = *m
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	l := &liveStream{s: s, form: f, cancel: cancel, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}

@@ -279,7 +279,7 @@ func (e *Engine) execute(ctx context.Context, t *Table, x *Exchange, c *call) {
 	m := c.rec.Method
 	if c.live {
 		c.rec.Live = true
-		c.rec.Messages, c.err = e.live(ctx, t, x, m, c)
+		c.rec.Messages, c.err = e.live(ctx, t, x, m, c.msg, c.req.ID)
 		return
 	}
 	if c.bc == nil {

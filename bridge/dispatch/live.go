@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
@@ -48,11 +49,11 @@ var clientCancelled = mapping.StatusError(status.New(codes.Canceled, "the call w
 // keptRaw bounds the buffer a live stream keeps for its next response.
 const keptRaw = 64 << 10
 
-// live makes c, a call of m answered live through x.Live: it sends the
-// request messages of c and half-closes, then hands every response to
+// live makes the call of m with the request id answered live through
+// x.Live: it sends reqs and half-closes, then hands every response to
 // x.Live as it arrives, and returns how many it handed over and the
 // error that ended the stream (nil when it completed).
-func (e *Engine) live(ctx context.Context, t *Table, x *Exchange, m *Method, c *call) (n int, _ *mapping.Error) {
+func (e *Engine) live(ctx context.Context, t *Table, x *Exchange, m *Method, reqs []proto.Message, id []byte) (n int, _ *mapping.Error) {
 	x.Live.Open()
 	if x.Metadata != nil {
 		ctx = metadata.NewOutgoingContext(ctx, x.Metadata)
@@ -65,7 +66,7 @@ func (e *Engine) live(ctx context.Context, t *Table, x *Exchange, m *Method, c *
 		return 0, e.status(ctx, t, m, err, false)
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { sendAll(cs, c.msg) })
+	wg.Go(func() { sendAll(cs, reqs) })
 	defer func() {
 		cancel() // a stream Live ended, or a failed one: the backend sees it cancelled
 		wg.Wait()
@@ -82,7 +83,7 @@ func (e *Engine) live(ctx context.Context, t *Table, x *Exchange, m *Method, c *
 			}
 			return n, e.status(ctx, t, m, rerr, origin.Remote(status.Convert(rerr)))
 		}
-		b := wire.AppendLiveMessageHead(make([]byte, 0, 2*len(raw.B)+len(c.req.ID)+64), c.req.ID)
+		b := wire.AppendLiveMessageHead(make([]byte, 0, 2*len(raw.B)+len(id)+64), id)
 		b, err = m.Codec.AppendResultWire(b, raw.B)
 		if err != nil {
 			e.opts.Logger.Error("cannot encode a stream message", "method", m.Name, "error", err)
