@@ -170,11 +170,17 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, 
 	msg := new(wire.Message) // the engine's goroutine has it: serveRPC's stays on its stack
 	*msg = *m
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	done := make(chan []byte, 1)
+	served := false
+	defer func() {
+		cancel()
+		if !served {
+			<-done // the writer panicked: the engine's goroutine still writes to out
+		}
+	}()
 	l := &liveStream{s: s, form: f, cancel: cancel, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
 	x.Live = l
 	x.Timeout = s.liveTimeout(r)
-	done := make(chan []byte, 1)
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -185,6 +191,7 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, 
 		done <- s.run(ctx, msg, &x.Exchange, out.AvailableBuffer())
 	}()
 	l.serve(w, r, x, done, out)
+	served = true
 }
 
 // liveStream is the dispatch.Live of one request: the engine's goroutine
@@ -286,10 +293,7 @@ func (s *Server) liveSlowClient(limit string) *mapping.Error {
 // SlowClientTimeout, and its SLOW_CLIENT error then waits behind the
 // write until ReplyTimeout.
 func (l *liveStream) serve(w http.ResponseWriter, r *http.Request, x *exchange, done <-chan []byte, out *bytes.Buffer) {
-	lw := w
-	if gw, ok := w.(*gzhttp.GzipResponseWriter); ok {
-		lw = gw.Unwrap() // live replies are not compressed: each event goes at once
-	}
+	lw := uncompressed(w)
 	rc := http.NewResponseController(lw)
 	var (
 		head      bool // the reply's head is written
@@ -358,6 +362,19 @@ func (l *liveStream) serve(w http.ResponseWriter, r *http.Request, x *exchange, 
 			keepalive.Reset(l.s.opts.StreamKeepalive)
 		}
 	}
+}
+
+// uncompressed is the writer under gzipReplies' compressing one, if w is
+// one (net/http's HTTP/1 writer comes wrapped in its CloseNotify form):
+// live replies are not compressed, so that each event goes at once.
+func uncompressed(w http.ResponseWriter) http.ResponseWriter {
+	switch gw := w.(type) {
+	case *gzhttp.GzipResponseWriter:
+		return gw.Unwrap()
+	case gzhttp.GzipResponseWriterWithCloseNotify:
+		return gw.Unwrap()
+	}
+	return w
 }
 
 // idle lifts the write deadline while the stream waits for a message:

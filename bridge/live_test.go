@@ -71,7 +71,8 @@ const liveLatency = 50 * time.Millisecond
 // without Accept-Encoding: gzip, sends the note that existed at once,
 // before the stream ends, and every note created afterwards within
 // liveLatency of the call that creates it (a bound on the time from the
-// backend's send); the reply is never compressed.
+// backend's send); the reply is never compressed, and its head comes at
+// once, before any message.
 func TestLiveLatency(t *testing.T) {
 	checkLeaks(t)
 	e := newEnv(t, bridge.Options{})
@@ -84,6 +85,16 @@ func TestLiveLatency(t *testing.T) {
 				t.Run(f.name+"/"+enc+"/"+accept, func(t *testing.T) {
 					n++
 					tag := fmt.Sprintf("latency-%d", n)
+					// The head comes at once, before any message: a
+					// client sees the stream open.
+					headCtx, headCancel := context.WithCancel(t.Context())
+					start := time.Now()
+					resp := postLiveCtx(t, headCtx, f.client, f.url, accept, fmt.Sprintf(`{"jsonrpc":"2.0","method":"demo.v1.Notes.WatchNotes","params":{"tags":["%s-none"],"follow":true},"id":1}`, tag), http.Header{"Accept-Encoding": {enc}})
+					if d := time.Since(start); d > liveLatency {
+						t.Errorf("the head of a stream with no message yet came after %s, want at most %s", d, liveLatency)
+					}
+					checkLiveHead(t, resp, accept)
+					headCancel()
 					first, err := notes.CreateNote(t.Context(), &demov1.CreateNoteRequest{Note: &demov1.Note{Title: "before", Tags: []string{tag}}})
 					if err != nil {
 						t.Fatal(err)
@@ -91,7 +102,7 @@ func TestLiveLatency(t *testing.T) {
 					ctx, cancel := context.WithCancel(t.Context())
 					defer cancel()
 					body := fmt.Sprintf(`{"jsonrpc":"2.0","method":"demo.v1.Notes.WatchNotes","params":{"tags":[%q],"follow":true},"id":1}`, tag)
-					resp := postLiveCtx(t, ctx, f.client, f.url, accept, body, http.Header{"Accept-Encoding": {enc}})
+					resp = postLiveCtx(t, ctx, f.client, f.url, accept, body, http.Header{"Accept-Encoding": {enc}})
 					checkLiveHead(t, resp, accept)
 					if resp.Proto != f.proto {
 						t.Errorf("served over %s, want %s", resp.Proto, f.proto)
@@ -101,7 +112,7 @@ func TestLiveLatency(t *testing.T) {
 						t.Fatalf("first message is note %v, want %s", got, first.GetId())
 					}
 					for i := range 3 {
-						start := time.Now()
+						start = time.Now()
 						note, err := notes.CreateNote(t.Context(), &demov1.CreateNoteRequest{Note: &demov1.Note{Title: fmt.Sprint("after ", i), Tags: []string{tag}}})
 						if err != nil {
 							t.Fatal(err)
