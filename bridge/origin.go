@@ -191,7 +191,11 @@ func (s *Server) checkOrigin(w http.ResponseWriter, r *http.Request) bool {
 		return true // probes and metrics: see docs/security.md#browsers
 	}
 	rules := s.origins
-	if !rules.hostAllowed(r.Host) {
+	// An HTTP/1.0 request may leave Host out (HTTP/1.1 may not: net/http
+	// answers it 400); browsers always send it, so one without carries no
+	// DNS-rebinding risk, and old tools, scripts and health checkers
+	// rightly leave it out. geth's vhosts check accepts it too.
+	if !rules.hostAllowed(r.Host) && !(r.Host == "" && r.ProtoMajor == 1 && r.ProtoMinor == 0) {
 		s.refuseOrigin(w, r, "host_not_allowed", "host", r.Host, "allowed_hosts")
 		return false
 	}

@@ -1,10 +1,12 @@
 package bridge_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -447,5 +449,51 @@ func TestPreflightManyHeaders(t *testing.T) {
 		if seen[name] != 1 {
 			t.Fatalf("%s allowed %d times, want once", name, seen[name])
 		}
+	}
+}
+
+// TestHTTP10WithoutHost checks that an HTTP/1.0 request without Host is
+// served on a bridge that lists its hosts (loopback's default): browsers
+// always send Host, so such a request carries no DNS-rebinding risk, and
+// old tools and health checkers rightly leave it out. An HTTP/1.1
+// request without Host stays 400, as net/http answers it, and an
+// HTTP/1.0 request with an unlisted Host stays 403.
+func TestHTTP10WithoutHost(t *testing.T) {
+	e, rec := recordedEnv(t, bridge.Options{AllowedHosts: loopbackHosts})
+	addr := strings.TrimPrefix(e.url, "http://")
+	length := "Content-Length: " + strconv.Itoa(len(countCall)) + "\r\n\r\n"
+	for _, tc := range []struct {
+		name, raw string
+		status    int
+		calls     int
+	}{
+		{"HTTP/1.0, no Host", "POST / HTTP/1.0\r\nContent-Type: application/json\r\n" + length + countCall, http.StatusOK, 1},
+		{"HTTP/1.0, no Host, the document", "GET /openrpc.json HTTP/1.0\r\n\r\n", http.StatusOK, 0},
+		{"HTTP/1.0, an unlisted Host", "POST / HTTP/1.0\r\nHost: rebound.evil.example\r\nContent-Type: application/json\r\n" + length + countCall, http.StatusForbidden, 0},
+		{"HTTP/1.0, an empty Host", "POST / HTTP/1.0\r\nHost: \r\nContent-Type: application/json\r\n" + length + countCall, http.StatusOK, 1},
+		{"HTTP/1.1, no Host", "POST / HTTP/1.1\r\nContent-Type: application/json\r\n" + length + countCall, http.StatusBadRequest, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Write([]byte(tc.raw)); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status {
+				t.Errorf("got HTTP %d %s, want %d", resp.StatusCode, body, tc.status)
+			}
+			if n := len(rec.take()); n != tc.calls {
+				t.Errorf("the backend ran %d calls, want %d", n, tc.calls)
+			}
+		})
 	}
 }

@@ -361,24 +361,7 @@ func TestRepairOddDescriptors(t *testing.T) {
 //
 //	go test -run '^$' -fuzz FuzzDescribe -fuzztime 60s -fuzzminimizetime 20x ./reflect/
 func FuzzDescribe(f *testing.F) {
-	seed := func(files ...*descriptorpb.FileDescriptorProto) {
-		b, err := proto.Marshal(&descriptorpb.FileDescriptorSet{File: files})
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	var wkt []*descriptorpb.FileDescriptorProto
-	for _, p := range []string{"google/protobuf/any.proto", "google/protobuf/duration.proto", "google/protobuf/empty.proto",
-		"google/protobuf/field_mask.proto", "google/protobuf/struct.proto", "google/protobuf/timestamp.proto", "google/protobuf/wrappers.proto"} {
-		wkt = append(wkt, wellKnownFile(p))
-	}
-	test := protodesc.ToFileDescriptorProto(testv1.File_testpb_v1_test_proto)
-	seed(nodereflect.Mangle(nodereflect.Node104, append([]*descriptorpb.FileDescriptorProto{test}, wkt...)...)...)
-	seed(nodereflect.Mangle(nodereflect.MapEntryNames|nodereflect.RelativeNames, append([]*descriptorpb.FileDescriptorProto{test}, wkt...)...)...)
-	seed(ghostFiles()...)
-	seed(file("a.proto", "a", "M", with(msg("M", repeated(field("x", 1, "E")), repeated(field("y", 2, "E"))), entry("E"))))
-	seed(file("a.proto", "google.protobuf", "Struct", with(msg("Struct", repeated(field("fields", 1, "Fields"))), entry("Fields"))))
+	addDescribeSeeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		set := new(descriptorpb.FileDescriptorSet)
 		if proto.Unmarshal(b, set) != nil || len(set.GetFile()) > 50 {
@@ -408,4 +391,27 @@ func FuzzDescribe(f *testing.F) {
 			t.Fatalf("skipped %v, then %v", first.Skipped(), again.Skipped())
 		}
 	})
+}
+
+// addDescribeSeeds adds FuzzDescribe's seeds to f: FileDescriptorSets
+// as @grpc/reflection 1.0.4 serves them, and files needing each repair.
+func addDescribeSeeds(f *testing.F) {
+	seed := func(files ...*descriptorpb.FileDescriptorProto) {
+		b, err := proto.Marshal(&descriptorpb.FileDescriptorSet{File: files})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	var wkt []*descriptorpb.FileDescriptorProto
+	for _, p := range []string{"google/protobuf/any.proto", "google/protobuf/duration.proto", "google/protobuf/empty.proto",
+		"google/protobuf/field_mask.proto", "google/protobuf/struct.proto", "google/protobuf/timestamp.proto", "google/protobuf/wrappers.proto"} {
+		wkt = append(wkt, wellKnownFile(p))
+	}
+	test := protodesc.ToFileDescriptorProto(testv1.File_testpb_v1_test_proto)
+	seed(nodereflect.Mangle(nodereflect.Node104, append([]*descriptorpb.FileDescriptorProto{test}, wkt...)...)...)
+	seed(nodereflect.Mangle(nodereflect.MapEntryNames|nodereflect.RelativeNames, append([]*descriptorpb.FileDescriptorProto{test}, wkt...)...)...)
+	seed(ghostFiles()...)
+	seed(file("a.proto", "a", "M", with(msg("M", repeated(field("x", 1, "E")), repeated(field("y", 2, "E"))), entry("E"))))
+	seed(file("a.proto", "google.protobuf", "Struct", with(msg("Struct", repeated(field("fields", 1, "Fields"))), entry("Fields"))))
 }

@@ -38,10 +38,19 @@ const (
 type connState int
 
 const (
-	stateActive connState = iota
+	// stateNew is a connection's until its first request begins: net/http
+	// gives it newConnGrace before a drain counts it as idle.
+	stateNew connState = iota
+	stateActive
 	stateIdle
 	stateClosed
 )
+
+// newConnGrace is how long a connection that has not begun its first
+// request is spared by closeIdle, as net/http spares it (Go issue 22682):
+// a load balancer or a client that opens connections ahead of need sends
+// its request on one after the drain began, and gets its reply.
+const newConnGrace = 5 * time.Second
 
 // aLongTimeAgo is a deadline that has passed: it wakes a blocked read.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -76,7 +85,7 @@ type conn struct {
 	lastPOST bool // the last request was a POST (RFC 9112 2.2: skip a CRLF after it)
 
 	served    bool      // a request was served: the next one is not the first
-	accepted  time.Time // when serve started, which starts the first head's clock
+	accepted  time.Time // when it was accepted, which starts the first head's clock
 	headClock bool      // the head being read has its deadline, headDL
 	headDL    time.Time // when it must be read by (zero: no bound)
 }
@@ -93,7 +102,6 @@ func (cn *conn) logf(format string, args ...any) {
 // request goes to net/http.
 func (cn *conn) serve() {
 	hs := cn.srv.HTTP
-	cn.accepted = time.Now()
 	cn.remote = cn.c.RemoteAddr().String()
 	base := context.Background()
 	if hs.BaseContext != nil {
@@ -184,12 +192,22 @@ func (cn *conn) awaitRequest() bool {
 		dl = time.Now().Add(d)
 	}
 	if cn.w-cn.r < want {
+		if len(cn.buf)-cn.w < want {
+			// The last request ended within want bytes of the buffer's end:
+			// make room, or the read below gets nothing, at once, forever.
+			cn.w = copy(cn.buf, cn.buf[cn.r:cn.w])
+			cn.r = 0
+		}
 		cn.mu.Lock()
 		if cn.state == stateClosed {
 			cn.mu.Unlock()
 			return false
 		}
-		cn.state = stateIdle
+		if cn.served {
+			cn.state = stateIdle
+		} else {
+			cn.state = stateNew
+		}
 		cn.rdl = dl
 		cn.mu.Unlock()
 		for cn.w-cn.r < want {
@@ -345,8 +363,15 @@ func (cn *conn) handOff() {
 	cn.srv.handoff.give(rc)
 }
 
+// errNoRoom is a read into no room: a bug of h1's, which closes the
+// connection rather than spin on reads that return nothing at once.
+var errNoRoom = errors.New("h1: read into an empty buffer")
+
 // read reads from the connection under the read deadline wanted.
 func (cn *conn) read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, errNoRoom
+	}
 	cn.mu.Lock()
 	if !cn.rdl.Equal(cn.rdlSet) {
 		cn.c.SetReadDeadline(cn.rdl)
@@ -395,7 +420,7 @@ func (cn *conn) setWriteDeadline(t time.Time) {
 func (cn *conn) closeIfIdle() {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	if cn.state == stateIdle {
+	if cn.state == stateIdle || cn.state == stateNew && time.Since(cn.accepted) > newConnGrace {
 		cn.state = stateClosed
 		cn.c.Close()
 	}
@@ -468,14 +493,21 @@ func (cn *conn) armWatch() {
 	cn.mu.Lock()
 	cn.watchOK = cn.r == cn.w
 	cn.mu.Unlock()
+	after := cn.srv.watchAfter
+	if after == 0 {
+		after = watchAfter
+	}
 	if cn.watchT == nil {
-		cn.watchT = time.AfterFunc(watchAfter, cn.startWatch)
+		cn.watchT = time.AfterFunc(after, cn.startWatch)
 		return
 	}
-	cn.watchT.Reset(watchAfter)
+	cn.watchT.Reset(after)
 }
 
 func (cn *conn) startWatch() {
+	if f := cn.srv.beforeWatch; f != nil {
+		f()
+	}
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if !cn.active || cn.watching || !cn.watchOK || cn.state == stateClosed {
@@ -513,7 +545,10 @@ func (cn *conn) endWatch() {
 		cn.watchT.Stop()
 	}
 	cn.mu.Lock()
-	cn.active, cn.cancel = false, nil
+	// A timer that fired before Stop may still run startWatch, late: it
+	// must not start a watch during the next request (whose body the
+	// watch would read from) until that request arms its own.
+	cn.active, cn.cancel, cn.watchOK = false, nil, false
 	watching, end := cn.watching, cn.watchEnd
 	if watching {
 		cn.aborted = true
@@ -553,6 +588,9 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	if b.n <= 0 {
 		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
 	}
 	if int64(len(p)) > b.n {
 		p = p[:b.n]

@@ -73,7 +73,7 @@ func (w *response) WriteHeader(code int) {
 	}
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		w.out = appendStatus(w.out, code)
-		w.out = w.appendHeaders(w.out)
+		w.out = w.appendHeaders(w.out, true) // RFC 9110 8.6: no Content-Length
 		w.out = append(w.out, "\r\n"...)
 		w.flushOut()
 		return
@@ -249,7 +249,7 @@ func (w *response) appendHead(b []byte, body []byte) []byte {
 		}
 	}
 	b = appendStatus(b, w.status)
-	b = w.appendHeaders(b)
+	b = w.appendHeaders(b, false)
 	if _, ok := h["Date"]; !ok {
 		b = append(b, "Date: "...)
 		b = appendDate(b)
@@ -282,8 +282,10 @@ func appendStatus(b []byte, code int) []byte {
 
 // appendHeaders appends the handler's headers in key order, as net/http
 // writes them: keys that are not valid field names are left out, CR and
-// LF in values become spaces.
-func (w *response) appendHeaders(b []byte) []byte {
+// LF in values become spaces; informational, those that frame a body
+// (Content-Length, Transfer-Encoding) are left out too, as net/http
+// leaves them out of a 1xx reply.
+func (w *response) appendHeaders(b []byte, informational bool) []byte {
 	var small [8]string
 	keys := small[:0]
 	for k := range w.header {
@@ -291,7 +293,7 @@ func (w *response) appendHeaders(b []byte) []byte {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if !httpguts.ValidHeaderFieldName(k) {
+		if !httpguts.ValidHeaderFieldName(k) || informational && (k == "Content-Length" || k == "Transfer-Encoding") {
 			continue
 		}
 		for _, v := range w.header[k] {

@@ -25,6 +25,13 @@ type Server struct {
 	handoff  *handoffListener
 	shutdown atomic.Bool
 	noKeep   atomic.Bool
+
+	// watchAfter is how long a request runs before its connection is
+	// watched (tests shorten it); zero is the constant watchAfter.
+	watchAfter time.Duration
+	// beforeWatch, if set, runs as a watch's timer fires, before the watch
+	// starts (tests make it late, as on a loaded machine).
+	beforeWatch func()
 }
 
 // New returns a Server in front of hs.
@@ -85,7 +92,7 @@ func temporary(err error) bool {
 }
 
 func (s *Server) newConn(c net.Conn) *conn {
-	cn := &conn{srv: s, c: c}
+	cn := &conn{srv: s, c: c, accepted: time.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.shutdown.Load() {

@@ -65,15 +65,20 @@ func newListCmd(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func newDescribeCmd(stdout, stderr io.Writer) *cobra.Command {
+	var format string
 	cmd := &cobra.Command{
-		Use:   "describe METHOD (--backend HOST:PORT | --protoset FILE | --proto FILE [-I DIR])",
-		Short: "Print the params and result schemas of a method, with example params, and exit",
+		Use:   "describe METHOD [--format json|proto] (--backend HOST:PORT | --protoset FILE | --proto FILE [-I DIR])",
+		Short: "Print the params and result schemas of a method, with example params, or its .proto source, and exit",
 		Long: "describe prints, as one JSON object, what the bridge serves as METHOD (a name\n" +
 			"list prints, or the gRPC name as grpcurl takes it: helloworld.Greeter/SayHello):\n" +
 			"its gRPC method, streaming kind and comments, an example params\n" +
 			"object (exampleParams: every field with a placeholder of its type), and the\n" +
 			"JSON Schemas of its params and result, the same as in the OpenRPC document,\n" +
-			"with the component schemas they refer to.\n\n" + sourcesHelp,
+			"with the component schemas they refer to.\n\n" +
+			"With --format proto it prints .proto source instead, as grpcurl's describe does,\n" +
+			"with the comments the descriptors carry: for METHOD its rpc line and its request\n" +
+			"and response messages; the name may also be a SERVICE (helloworld.Greeter) or a\n" +
+			"MESSAGE or enum that the services use (helloworld.HelloRequest).\n\n" + sourcesHelp,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("describe takes one METHOD, such as helloworld.Greeter.SayHello, and got %d arguments (list prints the methods)", len(args))
@@ -81,23 +86,38 @@ func newDescribeCmd(stdout, stderr io.Writer) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return usageError(err)
+			}
 			s, methods, err := sourceMethods(cmd, stderr)
 			if err != nil {
 				return err
 			}
-			md, err := findMethod(methods, args[0])
-			if err != nil {
-				return usageError(err)
-			}
-			out, err := describe(md, s.EmitUnpopulated)
-			if err != nil {
-				return failure(err)
+			var out []byte
+			if format == "proto" {
+				d, err := findDefinition(methods, args[0])
+				if err != nil {
+					return usageError(err)
+				}
+				if out, err = protoText(d); err != nil {
+					return failure(err)
+				}
+			} else {
+				md, err := findMethod(methods, args[0])
+				if err != nil {
+					return usageError(withProtoHint(err, methods, args[0]))
+				}
+				if out, err = describe(md, s.EmitUnpopulated); err != nil {
+					return failure(err)
+				}
 			}
 			_, err = stdout.Write(out)
 			return err
 		},
 	}
 	config.RegisterOnly(cmd.Flags(), append(slices.Clone(sourceKeys), "emit_unpopulated")...)
+	cmd.Flags().StringVar(&format, "format", describeFormats[0],
+		"what to print: json (the method's schemas and example params) or proto (the .proto source of a method, service, message or enum)")
 	return cmd
 }
 

@@ -334,7 +334,7 @@ func TestHelpListsOwnFlags(t *testing.T) {
 			not: []string{"--max-body-bytes", "--rate-limit", "--ws-ping-interval", "--print-config"}},
 		{cmd: "list", want: []string{"--protoset", "--proto", "-I, --import-path", "--backend", "--config"},
 			not: []string{"--max-body-bytes", "--listen", "--openrpc-title", "--emit-unpopulated", "--log-level"}},
-		{cmd: "describe", want: []string{"--protoset", "--proto", "-I, --import-path", "--backend", "--emit-unpopulated"},
+		{cmd: "describe", want: []string{"--protoset", "--proto", "-I, --import-path", "--backend", "--emit-unpopulated", "--format string", "json (the method's schemas", "(default \"json\")"},
 			not: []string{"--max-body-bytes", "--listen", "--openrpc-title"}},
 		{cmd: "version", not: []string{"--backend", "--config"}},
 	}

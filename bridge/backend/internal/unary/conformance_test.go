@@ -1023,19 +1023,28 @@ func TestConformanceWindowOverflow(t *testing.T) {
 		overflow func(fr *http2.Framer)
 		codes    []codes.Code
 		rst      bool // a stream error: the peer must see RST_STREAM(FLOW_CONTROL_ERROR)
+		request  int  // the request's size; 0 is 200,000 bytes
 	}{
 		{"stream WINDOW_UPDATE", nil, defaultWindow, func(fr *http2.Framer) {
 			// The connection's window is empty: the call waits.
 			fr.WriteWindowUpdate(1, maxWindow)
 			fr.WriteWindowUpdate(1, 1)
-		}, nil, true},
+		}, []codes.Code{codes.ResourceExhausted}, true, 0},
+		{"stream WINDOW_UPDATE, the request sent whole", nil, 105, func(fr *http2.Framer) {
+			// The call waits for its reply, its window at 65430.
+			fr.WriteWindowUpdate(1, maxWindow)
+		}, []codes.Code{codes.ResourceExhausted}, true, 100},
+		{"stream WINDOW_UPDATE in two, the request sent whole", nil, 105, func(fr *http2.Framer) {
+			fr.WriteWindowUpdate(1, maxWindow-defaultWindow)
+			fr.WriteWindowUpdate(1, defaultWindow)
+		}, []codes.Code{codes.ResourceExhausted}, true, 100},
 		{"connection WINDOW_UPDATE", []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 1000}}, 1000, func(fr *http2.Framer) {
 			fr.WriteWindowUpdate(0, maxWindow) // the connection's window has 64535 left
-		}, []codes.Code{codes.Unavailable, codes.Internal}, false},
+		}, []codes.Code{codes.Unavailable, codes.Internal}, false, 0},
 		{"SETTINGS_INITIAL_WINDOW_SIZE", nil, defaultWindow, func(fr *http2.Framer) {
 			fr.WriteWindowUpdate(1, maxWindow-defaultWindow) // the connection's window is empty: the call waits
 			fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: maxWindow})
-		}, []codes.Code{codes.Unavailable, codes.Internal}, false},
+		}, []codes.Code{codes.Unavailable, codes.Internal}, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1087,7 +1096,11 @@ func TestConformanceWindowOverflow(t *testing.T) {
 			c := newClient(t, target, Options{})
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			ch := invokeAsync(ctx, c, &Call{Method: "/t.S/M", Request: make([]byte, 200000)})
+			size := tt.request
+			if size == 0 {
+				size = 200000
+			}
+			ch := invokeAsync(ctx, c, &Call{Method: "/t.S/M", Request: make([]byte, size)})
 			select {
 			case r := <-ch:
 				if r.err == nil || status.Code(r.err) == codes.DeadlineExceeded {

@@ -821,8 +821,10 @@ func (cn *conn) onWindowUpdate(id uint32, inc uint32) error {
 			cn.finishLocked(call, status.Error(codes.Internal, "transport: the backend sent a WINDOW_UPDATE of 0"))
 			return nil
 		case int64(call.sendWin)+int64(inc) > maxWindow:
+			// RFC 9113 6.9.1: a stream error of FLOW_CONTROL_ERROR, whose
+			// code grpc-go's mapping of RST_STREAM codes makes 8.
 			call.resetWith(errCodeFlowControl)
-			cn.finishLocked(call, status.Error(codes.Internal, "transport: the backend overflowed the stream's flow-control window"))
+			cn.finishLocked(call, status.Error(codes.ResourceExhausted, "transport: the backend overflowed the stream's flow-control window"))
 			return nil
 		}
 		call.sendWin += int32(inc)
