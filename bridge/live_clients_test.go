@@ -44,7 +44,7 @@ func TestPythonLive(t *testing.T) {
 // follows WatchNotes with fetch, asking for text/event-stream, and reads
 // the body's ReadableStream as it arrives: the note that exists comes at
 // once, and each note the page then creates arrives within liveLatency of
-// the fetch that creates it.
+// the fetch that creates it (3 tries, as withinLatency).
 func TestBrowserLive(t *testing.T) {
 	ctx := browser(t)
 	app := pageServer(t, "app")
@@ -81,22 +81,29 @@ func TestBrowserLive(t *testing.T) {
 			}
 		};
 		const first = (await next())[1];
+		// On a loaded machine one note may be held up by the scheduler,
+		// where a bridge that buffers holds up every one: 3 tries each.
 		const latencies = [], ids = [];
 		for (let i = 0; i < 3; i++) {
-			const start = performance.now();
-			const note = await create("after " + i);
-			const [at, m] = await next();
-			latencies.push(at - start);
-			ids.push([m.params.message.id, note.id]);
+			const tries = [];
+			for (let attempt = 0; attempt < 3; attempt++) {
+				const start = performance.now();
+				const note = await create("after " + i);
+				const [at, m] = await next();
+				tries.push(at - start);
+				ids.push([m.params.message.id, note.id]);
+				if (at - start <= %d) break;
+			}
+			latencies.push(tries);
 		}
 		abort.abort();
 		return {status: r.status, type: r.headers.get("Content-Type"), first: first.params.message.id, before: before.id,
-			stream: first.params.stream, latencies, ids};`, url))
+			stream: first.params.stream, latencies, ids};`, url, liveLatency.Milliseconds()))
 	var got struct {
 		Status              int
 		Type, First, Before string
 		Stream              int
-		Latencies           []float64
+		Latencies           [][]float64
 		IDs                 [][2]string
 		Rejected            string
 	}
@@ -106,12 +113,14 @@ func TestBrowserLive(t *testing.T) {
 	if got.Status != 200 || got.Type != "text/event-stream" || got.First != got.Before || got.Stream != 1 {
 		t.Errorf("got %+v, want 200 text/event-stream whose first message is note %s of stream 1", got, got.Before)
 	}
-	for i, l := range got.Latencies {
-		if got.IDs[i][0] != got.IDs[i][1] {
-			t.Errorf("message %d is note %s, want %s", i, got.IDs[i][0], got.IDs[i][1])
+	for i, ids := range got.IDs {
+		if ids[0] != ids[1] {
+			t.Errorf("message %d is note %s, want %s", i, ids[0], ids[1])
 		}
-		if l > float64(liveLatency.Milliseconds()) {
-			t.Errorf("note %s arrived %.1f ms after the fetch that created it, want at most %s", got.IDs[i][1], l, liveLatency)
+	}
+	for i, tries := range got.Latencies {
+		if len(tries) == 0 || tries[len(tries)-1] > float64(liveLatency.Milliseconds()) {
+			t.Errorf("note %d arrived %v ms after the fetches that created it, want one within %s", i, tries, liveLatency)
 		}
 	}
 	t.Logf("in the browser, notes arrived %v ms after the fetch that created them", got.Latencies)

@@ -12,8 +12,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 )
@@ -284,4 +287,61 @@ func newEnvPath(t testing.TB, opts bridge.Options, direct bool) *env {
 		return newEnv(t, opts)
 	}
 	return newEnvGRPCGo(t, opts)
+}
+
+// sendClock records when the backend sent each note of a stream, as a
+// stream interceptor of the backend's server, so that latencies are
+// measured from the backend's send.
+type sendClock struct{ sent sync.Map } // note id -> time.Time
+
+func (c *sendClock) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, clockStream{ss, c})
+}
+
+type clockStream struct {
+	grpc.ServerStream
+	c *sendClock
+}
+
+func (s clockStream) SendMsg(m any) error {
+	if n, ok := m.(interface{ GetId() string }); ok {
+		s.c.sent.Store(n.GetId(), time.Now())
+	}
+	return s.ServerStream.SendMsg(m)
+}
+
+// since is how long ago, at, the backend sent the note id.
+func (c *sendClock) since(t testing.TB, id string, at time.Time) time.Duration {
+	t.Helper()
+	v, ok := c.sent.Load(id)
+	if !ok {
+		t.Fatalf("the backend did not send note %s", id)
+	}
+	return at.Sub(v.(time.Time))
+}
+
+// liveTries is how many messages a latency bound gets: on a loaded
+// machine (the package's tests run at once, with the race detector) one
+// message may be held up by the scheduler, where a bridge or proxy that
+// buffers holds up every one.
+const liveTries = 3
+
+// withinLatency runs measure, which sends one message and returns how
+// long it took to arrive, until a message arrives within liveLatency, at
+// most liveTries times; it fails t if none does.
+func withinLatency(t testing.TB, what string, measure func() time.Duration) time.Duration {
+	t.Helper()
+	var got []time.Duration
+	for range liveTries {
+		d := measure()
+		if d <= liveLatency {
+			if len(got) > 0 {
+				t.Logf("%s: %s after %v (a loaded machine)", what, d, got)
+			}
+			return d
+		}
+		got = append(got, d)
+	}
+	t.Errorf("%s: %d messages arrived %v after the backend sent them, want one within %s", what, liveTries, got, liveLatency)
+	return got[len(got)-1]
 }

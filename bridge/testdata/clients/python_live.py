@@ -56,18 +56,27 @@ for form in ("text/event-stream", "application/x-ndjson"):
         check(form + ": the note that exists, at once", (m["method"], m["params"]["stream"], m["params"]["message"]["id"]),
               ("rpc.stream.message", 7, first["id"]))
         for i in range(3):
-            start = time.monotonic()
-            note = create(tag, "after %d" % i)
-            at, m = next(stream)
-            check(form + ": a note created afterwards", m["params"]["message"]["id"], note["id"])
-            took = at - start
-            if took > 0.050:
-                sys.exit("%s: the note arrived %.1f ms after the call that created it, want at most 50 ms" % (form, took * 1000))
-            print("ok: %s: within %.1f ms" % (form, took * 1000))
+            # On a loaded machine one note may be held up by the scheduler,
+            # where a bridge that buffers holds up every one: 3 tries.
+            took = []
+            for attempt in range(3):
+                start = time.monotonic()
+                note = create(tag, "after %d.%d" % (i, attempt))
+                at, m = next(stream)
+                check(form + ": a note created afterwards", m["params"]["message"]["id"], note["id"])
+                took.append(at - start)
+                if took[-1] <= 0.050:
+                    break
+            else:
+                sys.exit("%s: the notes arrived %s ms after the calls that created them, want one within 50 ms" %
+                         (form, ", ".join("%.1f" % (d * 1000) for d in took)))
+            print("ok: %s: within %.1f ms" % (form, took[-1] * 1000))
 
     # A stream that ends: its messages, then the reply.
     done = {"jsonrpc": "2.0", "id": "all", "method": "demo.v1.Notes.WatchNotes", "params": {"tags": [tag]}}
     with requests.post(url, json=done, headers={"Accept": form}, stream=True, timeout=20) as r:
         got = [m for _, m in messages(r, form)]
-        check(form + ": a stream that ends", [m.get("method") for m in got], ["rpc.stream.message"] * 4 + [None])
-        check(form + ": its reply", got[-1], {"jsonrpc": "2.0", "id": "all", "result": {"messages": 4}})
+        n = len(got) - 1  # every note of the tag: the first, and those created after it
+        check(form + ": a stream that ends", [m.get("method") for m in got], ["rpc.stream.message"] * n + [None])
+        check(form + ": its reply", got[-1], {"jsonrpc": "2.0", "id": "all", "result": {"messages": n}})
+        check(form + ": its notes", n >= 4, True)
