@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -270,15 +269,6 @@ func notificationOf(t testing.TB, m map[string]any, id string) map[string]any {
 	return msg
 }
 
-// compactJSON is s without the space between tokens.
-func compactJSON(t testing.TB, s string) string {
-	t.Helper()
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(s)); err != nil {
-		t.Fatalf("%s: %v", s, err)
-	}
-	return b.String()
-}
 
 // newEnvPath is newEnv on the direct path, or newEnvGRPCGo.
 func newEnvPath(t testing.TB, opts bridge.Options, direct bool) *env {
