@@ -169,16 +169,18 @@ func (s *Server) liveTimeout(r *http.Request) time.Duration {
 func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, m *wire.Message, f liveForm, out *bytes.Buffer) {
 	msg := new(wire.Message) // the engine's goroutine has it: serveRPC's stays on its stack
 	*msg = *m
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancelCause(r.Context())
 	done := make(chan []byte, 1)
 	served := false
+	l := &liveStream{s: s, form: f, cancel: cancel, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	s.lives.add(l)
 	defer func() {
-		cancel()
+		s.lives.remove(l)
+		cancel(nil)
 		if !served {
 			<-done // the writer panicked: the engine's goroutine still writes to out
 		}
 	}()
-	l := &liveStream{s: s, form: f, cancel: cancel, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
 	x.Live = l
 	x.Timeout = s.liveTimeout(r)
 	go func() {
@@ -199,9 +201,9 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, 
 type liveStream struct {
 	s      *Server
 	form   liveForm
-	cancel context.CancelFunc // ends the call: its client is gone
-	wake   chan struct{}      // the engine opened the stream or queued a message
-	room   chan struct{}      // the writer wrote messages, or failed
+	cancel context.CancelCauseFunc // ends the call: its client is gone, or the bridge drains
+	wake   chan struct{}           // the engine opened the stream or queued a message
+	room   chan struct{}           // the writer wrote messages, or failed
 
 	mu     sync.Mutex
 	q      [][]byte // notifications waiting for the writer
@@ -426,8 +428,52 @@ func (l *liveStream) fail() {
 	l.mu.Lock()
 	l.gone = true
 	l.mu.Unlock()
-	l.cancel()
+	l.cancel(nil)
 	signal(l.room)
+}
+
+// liveSet is the Server's streams answered live, which Drain ends.
+type liveSet struct {
+	mu       sync.Mutex
+	streams  map[*liveStream]struct{}
+	draining bool
+}
+
+// errDraining ends the live streams of a bridge that drains: the client
+// opens its stream again, elsewhere.
+var errDraining = &dispatch.StreamEnd{Err: wire.Status(codes.Unavailable, "DRAINING",
+	"the bridge is shutting down; open the stream again")}
+
+// add counts l among the live streams, and ends it at once when the
+// bridge drains already.
+func (ls *liveSet) add(l *liveStream) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.draining {
+		l.cancel(errDraining)
+		return
+	}
+	if ls.streams == nil {
+		ls.streams = make(map[*liveStream]struct{})
+	}
+	ls.streams[l] = struct{}{}
+}
+
+func (ls *liveSet) remove(l *liveStream) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	delete(ls.streams, l)
+}
+
+// drain ends every live stream, and those that open later, with
+// errDraining as their last message.
+func (ls *liveSet) drain() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.draining = true
+	for l := range ls.streams {
+		l.cancel(errDraining)
+	}
 }
 
 // The pieces of the frames of the live forms.

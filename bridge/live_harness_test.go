@@ -269,7 +269,6 @@ func notificationOf(t testing.TB, m map[string]any, id string) map[string]any {
 	return msg
 }
 
-
 // newEnvPath is newEnv on the direct path, or newEnvGRPCGo.
 func newEnvPath(t testing.TB, opts bridge.Options, direct bool) *env {
 	t.Helper()

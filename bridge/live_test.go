@@ -655,3 +655,30 @@ func TestLiveStreamsMatchTheDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveDrain: when the bridge drains (the first step of its graceful
+// shutdown), its live streams end at once with the error 14 DRAINING as
+// their last message, and the backend streams are cancelled; a stream
+// that opens while it drains ends so too, and unary calls are served.
+func TestLiveDrain(t *testing.T) {
+	checkLeaks(t)
+	e := newEnv(t, bridge.Options{})
+	client := newHTTPClient(t)
+	resp := postLive(t, client, e.url, acceptSSE, request(serverStream, `{"count":1,"hold":true,"key":"drained"}`, 1), nil)
+	lr := readLive(t, resp, acceptSSE)
+	lr.next(waitTimeout)
+	e.bridge.Drain()
+	waitFor(t, e.backend.Cancelled("drained"), "the drain to cancel the backend stream")
+	for _, msgs := range [][]liveEvent{
+		lr.rest(waitTimeout),
+		readLive(t, postLive(t, client, e.url, acceptNDJSON, request(serverStream, `{"count":1,"hold":true}`, 2), nil), acceptNDJSON).rest(waitTimeout),
+	} {
+		end, _ := msgs[len(msgs)-1].msg["error"].(map[string]any)
+		if end == nil || code(end) != 14 || errReason(end) != "DRAINING" {
+			t.Errorf("got the end %s, want UNAVAILABLE (14) with reason DRAINING", msgs[len(msgs)-1].raw)
+		}
+	}
+	if code, b := postTo(t, client, e.url, request("helloworld.Greeter.SayHello", `{}`, 3)); code != http.StatusOK || !strings.Contains(string(b), `"result"`) {
+		t.Errorf("a unary call while draining: HTTP %d %s", code, b)
+	}
+}

@@ -326,6 +326,7 @@ type Server struct {
 	// origins are the Host and Origin checks and the CORS answers.
 	origins *originRules
 	mcp     mcpState // the MCP server, made on first use (mcp_engine.go)
+	lives   liveSet  // the streams answered live over POST / (live.go)
 }
 
 // A Catalog is one discovered snapshot of the backend's methods; a

@@ -41,6 +41,23 @@ type Live interface {
 	Send(ctx context.Context, b []byte) *mapping.Error
 }
 
+// A StreamEnd is the cause with which a transport cancels the context of
+// a stream answered live to end it with Err, as its reply (the bridge
+// shutting down); a context cancelled without one means the client went
+// away.
+type StreamEnd struct{ Err *mapping.Error }
+
+func (e *StreamEnd) Error() string { return e.Err.Message }
+
+// cancelled is the error of a live stream whose context was cancelled.
+func cancelled(ctx context.Context) *mapping.Error {
+	var end *StreamEnd
+	if errors.As(context.Cause(ctx), &end) {
+		return end.Err
+	}
+	return clientCancelled
+}
+
 // clientCancelled ends a live stream whose context was cancelled: its
 // client went away (or the transport ended it), so nobody reads it; it
 // is the status a cancelled call is answered with, without the log line.
@@ -62,7 +79,10 @@ func (e *Engine) live(ctx context.Context, t *Table, x *Exchange, m *Method, req
 	ctx, cancel := context.WithCancel(ctx)
 	cs, err := m.Conn.NewStream(ctx, m.Desc, m.Path, backend.StreamCodec)
 	if err != nil {
-		cancel()
+		defer cancel()
+		if ctx.Err() == context.Canceled {
+			return 0, cancelled(ctx)
+		}
 		return 0, e.status(ctx, t, m, err, false)
 	}
 	var wg sync.WaitGroup
@@ -79,7 +99,7 @@ func (e *Engine) live(ctx context.Context, t *Table, x *Exchange, m *Method, req
 		}
 		if rerr != nil {
 			if ctx.Err() == context.Canceled {
-				return n, clientCancelled // the client is gone, as a stream is often ended: nothing to log
+				return n, cancelled(ctx) // the client is gone, as a stream is often ended: nothing to log
 			}
 			return n, e.status(ctx, t, m, rerr, origin.Remote(status.Convert(rerr)))
 		}
@@ -97,7 +117,7 @@ func (e *Engine) live(ctx context.Context, t *Table, x *Exchange, m *Method, req
 			case nil:
 				return n, lerr
 			case context.Canceled:
-				return n, clientCancelled
+				return n, cancelled(ctx)
 			}
 			return n, e.status(ctx, t, m, status.FromContextError(ctx.Err()).Err(), false) // the deadline, while the client did not read
 		}

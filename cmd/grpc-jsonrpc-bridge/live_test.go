@@ -270,3 +270,63 @@ func TestLiveCurlREADME(t *testing.T) {
 		t.Fatal("the README's curl -N printed nothing")
 	}
 }
+
+// TestLiveShutdown: a bridge told to stop ends the streams it answers
+// live at once, with the error 14 DRAINING as their last message, and
+// exits well before shutdown_timeout, cleanly, rather than waiting for
+// them and then cutting them.
+func TestLiveShutdown(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("curl is not installed")
+		}
+		t.Skip("curl is not installed (Debian package curl)")
+	}
+	p := start(t, "demo", "--listen", "127.0.0.1:0", "--shutdown-timeout", "20s")
+	var root string
+	p.stdout.until(t, "the banner's URL", func(l string) bool {
+		_, u, ok := strings.Cut(l, "JSON-RPC 2.0 at ")
+		root = u
+		return ok
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, curl, "-N", "-s", "-H", "Accept: application/x-ndjson", root,
+		"-d", `{"jsonrpc":"2.0","id":1,"method":"demo.v1.Notes.WatchNotes","params":{"follow":true}}`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"method":"rpc.stream.message"`) {
+		t.Fatalf("curl printed %q, want the first note", sc.Text())
+	}
+	start := time.Now()
+	if code := p.stop(t); code != exitOK {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the bridge took %s to stop with a live stream open, want it at once", d)
+	}
+	var last string
+	for sc.Scan() {
+		last = sc.Text()
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("curl: %v", err)
+	}
+	var end struct {
+		ID    int
+		Error struct {
+			Code int
+			Data struct{ Details []struct{ Reason string } }
+		}
+	}
+	if json.Unmarshal([]byte(last), &end) != nil || end.ID != 1 || end.Error.Code != 14 || len(end.Error.Data.Details) != 1 || end.Error.Data.Details[0].Reason != "DRAINING" {
+		t.Errorf("curl's last line is %q, want the reply with the error 14 DRAINING", last)
+	}
+}
