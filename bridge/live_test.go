@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"runtime"
 	"strings"
 	"testing"
@@ -680,5 +681,35 @@ func TestLiveDrain(t *testing.T) {
 	}
 	if code, b := postTo(t, client, e.url, request("helloworld.Greeter.SayHello", `{}`, 3)); code != http.StatusOK || !strings.Contains(string(b), `"result"`) {
 		t.Errorf("a unary call while draining: HTTP %d %s", code, b)
+	}
+}
+
+// TestLiveKeepsTheConnection: a live stream that ends (past the time the
+// lean HTTP/1.1 front starts to watch a running request's connection)
+// leaves its HTTP/1.1 connection ready for the next request, on each
+// front.
+func TestLiveKeepsTheConnection(t *testing.T) {
+	checkLeaks(t)
+	e := newEnv(t, bridge.Options{CallTimeout: 700 * time.Millisecond})
+	for _, f := range liveFronts(t, e.bridge)[:2] {
+		t.Run(f.name, func(t *testing.T) {
+			resp := postLive(t, f.client, f.url, acceptNDJSON, request(serverStream, `{"count":1,"hold":true}`, 1), nil)
+			if msgs := readLive(t, resp, acceptNDJSON).rest(waitTimeout); len(msgs) != 2 {
+				t.Fatalf("got %d messages, want the notification and the deadline's error", len(msgs))
+			}
+			reused := false
+			ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url, strings.NewReader(request("helloworld.Greeter.SayHello", `{"name":"again"}`, 2)))
+			req.Header.Set("Content-Type", "application/json")
+			r, err := f.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			if !reused || r.StatusCode != http.StatusOK || string(b) != `{"jsonrpc":"2.0","id":2,"result":{"message":"Hello, again!"}}` {
+				t.Errorf("the next request (on the same connection: %v): HTTP %d %s", reused, r.StatusCode, b)
+			}
+		})
 	}
 }
