@@ -26,7 +26,13 @@ var errBadTimeout = errors.New("want a positive timeout")
 
 // requestTimeout reads the timeout h asks for, capped at MaxCallTimeout.
 // ok is false when h asks for none; err names the bad header.
-func (s *Server) requestTimeout(h http.Header) (d time.Duration, ok bool, err error) {
+func (s *Server) requestTimeout(h http.Header) (time.Duration, bool, error) {
+	d, ok, err := s.askedTimeout(h)
+	return min(d, s.opts.MaxCallTimeout), ok, err
+}
+
+// askedTimeout is requestTimeout uncapped.
+func (s *Server) askedTimeout(h http.Header) (d time.Duration, ok bool, err error) {
 	for _, hd := range [...]struct {
 		name  string
 		parse func(string) (time.Duration, error)
@@ -43,7 +49,7 @@ func (s *Server) requestTimeout(h http.Header) (d time.Duration, ok bool, err er
 			d, ok = got, true
 		}
 	}
-	return min(d, s.opts.MaxCallTimeout), ok, nil
+	return d, ok, nil
 }
 
 // ParseGRPCTimeout parses a timeout in gRPC's wire format: 1 to 8 digits

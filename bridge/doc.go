@@ -25,7 +25,8 @@
 //
 // The files of this package, each with one job: server.go (Options, their
 // defaults, New, Update, Handle), http.go (routes, POST /, GET
-// /openrpc.json), origin.go (Host, Origin, CORS), front.go (the request id
+// /openrpc.json), live.go (server and bidi streams of POST / answered
+// live: Accept, the writer and its bounds), origin.go (Host, Origin, CORS), front.go (the request id
 // and authentication: 401), exchange.go (the one place headers become an
 // Exchange: metadata, identity, trace context, timeout, capture),
 // metadata.go (which headers travel as metadata, and their size),
@@ -57,6 +58,23 @@
 // one write, the others run on BatchParallelism workers; each finishes and
 // settles like a single call against the batch's shared budget, and the
 // replies are joined in member order.
+//
+// # One stream answered live over POST /
+//
+// The walk of a unary call up to wire.Parse and admit; then
+//
+//	live.go      liveOf (a single call with an id of a server or bidi
+//	             stream, Accept: text/event-stream or NDJSON) → serveLive:
+//	             the engine on a goroutine of its own, Exchange.Live set;
+//	             the handler's goroutine writes (serve)
+//	dispatch     Run → single: prepare (guards, params) → execute → live
+//	             (live.go): Live.Open (the 200 and its head go out), grpc-go
+//	             NewStream, each response as rpc.stream.message to
+//	             Live.Send, which waits for room (stream_buffer, ..._bytes)
+//	             up to slow_client_timeout → finish ({"messages": N} or the
+//	             error) → settle (Guard.Done: the log line, at the end)
+//	live.go      each message framed (SSE event, NDJSON line) and flushed,
+//	             keepalives while idle, the reply last
 //
 // # One WebSocket stream
 //

@@ -143,14 +143,27 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if e := wire.Parse(in.Bytes(), s.opts.MaxBatchSize, &msg); e != nil {
 		reply = wire.AppendError(out.AvailableBuffer(), wire.NullID, e)
 	} else if limited = s.admit(r.Context(), x.id, msg.Len()); limited == nil {
+		if f := s.liveOf(r, &msg); f != notLive {
+			s.serveLive(w, r, x, &msg, f, out) // see live.go
+			return
+		}
 		reply = s.run(r.Context(), &msg, &x.Exchange, out.AvailableBuffer())
 	}
-	s.startReply(rc)
-	defer s.endReply(rc, r)
 	if limited != nil {
+		s.startReply(rc)
+		defer s.endReply(rc, r)
 		s.tooMany(w, r, x, limited)
 		return
 	}
+	s.writeReply(w, r, rc, x, out, reply)
+}
+
+// writeReply writes reply, the engine's answer to the request r (empty
+// for notifications alone), with the backend's captured headers, within
+// ReplyTimeout; out is the pooled buffer reply was appended to.
+func (s *Server) writeReply(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange, out *bytes.Buffer, reply []byte) {
+	s.startReply(rc)
+	defer s.endReply(rc, r)
 	writeCapture(w.Header(), x.Capture, s.md.response)
 	if len(reply) == 0 {
 		w.WriteHeader(http.StatusNoContent)

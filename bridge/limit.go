@@ -153,9 +153,11 @@ func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, x *exchange, re
 func (s *Server) Served() uint64 { return s.guard.served.Load() }
 
 // Drain makes /readyz answer 503 from now on, so that load balancers stop
-// sending new requests; requests keep being served. It is the first step
-// of a graceful shutdown and cannot be undone.
-func (s *Server) Drain() { s.guard.draining.Store(true) }
+// sending new requests; requests keep being served, but streams answered
+// live over POST / end with the error 14 (DRAINING), those open and those
+// that open later, so that their clients open them again elsewhere. It
+// is the first step of a graceful shutdown and cannot be undone.
+func (s *Server) Drain() { s.guard.draining.Store(true); s.lives.drain() }
 
 // Draining reports whether Drain was called.
 func (s *Server) Draining() bool { return s.guard.draining.Load() }

@@ -37,6 +37,7 @@ const (
 	DefaultMaxStreamsPerConnection = 100
 	DefaultMaxCallsPerConnection   = 256
 	DefaultWSPingInterval          = 30 * time.Second
+	DefaultStreamKeepalive         = 15 * time.Second
 )
 
 // Defaults of the front door's bounds on slow clients (see docs/security.md).
@@ -134,6 +135,17 @@ type Options struct {
 	// the connection. Zero means DefaultWSPingInterval; negative turns
 	// pings and write timeouts off.
 	WSPingInterval time.Duration
+	// StreamKeepalive is how long a stream answered live over POST /
+	// (Accept: text/event-stream or NDJSON; see docs/streaming.md) may
+	// send nothing before the bridge sends a keepalive: an SSE comment, or
+	// an empty NDJSON line, so that idle proxies keep the connection.
+	// Zero means DefaultStreamKeepalive; negative turns keepalives off.
+	StreamKeepalive time.Duration
+	// StreamTimeout is the deadline of a stream answered live over POST /
+	// when the request asks for none (Grpc-Timeout, X-Request-Timeout;
+	// these may then ask for up to the larger of it and MaxCallTimeout).
+	// Zero means the call's deadline, CallTimeout.
+	StreamTimeout time.Duration
 	// WSOriginPatterns is the older name of CORSOrigins: its entries join
 	// that list. An entry without a scheme ("*.example.org", the form
 	// websocket.AcceptOptions.OriginPatterns takes) matches the host[:port]
@@ -296,6 +308,12 @@ func (o Options) withDefaults() Options {
 	if o.WSPingInterval == 0 {
 		o.WSPingInterval = DefaultWSPingInterval
 	}
+	if o.StreamKeepalive == 0 {
+		o.StreamKeepalive = DefaultStreamKeepalive
+	}
+	if o.StreamTimeout < 0 {
+		o.StreamTimeout = 0
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -320,6 +338,7 @@ type Server struct {
 	// origins are the Host and Origin checks and the CORS answers.
 	origins *originRules
 	mcp     mcpState // the MCP server, made on first use (mcp_engine.go)
+	lives   liveSet  // the streams answered live over POST / (live.go)
 }
 
 // A Catalog is one discovered snapshot of the backend's methods; a

@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 	"os"
 	"strings"
@@ -11,7 +12,8 @@ import (
 )
 
 // docExample is one fenced example of docs/streaming.md: "http" blocks
-// are POST / exchanges, "ws" blocks one WebSocket connection.
+// are POST / exchanges, "ws" blocks one WebSocket connection, "sse" and
+// "ndjson" blocks one call answered live (see runLiveExample).
 type docExample struct {
 	line  int
 	kind  string
@@ -40,7 +42,7 @@ func readDocExamples(t *testing.T, path string) []docExample {
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		switch {
-		case cur == nil && (line == "```http" || line == "```ws"):
+		case cur == nil && (line == "```http" || line == "```ws" || line == "```sse" || line == "```ndjson"):
 			examples = append(examples, docExample{line: n, kind: line[3:]})
 			cur = &examples[len(examples)-1]
 		case cur != nil && line == "```":
@@ -112,6 +114,8 @@ func TestStreamingDocs(t *testing.T) {
 					t.Errorf("%s:%d: got %s\nwant %s\n%v", path, s.line, body, s.wants[0], err)
 				}
 			}
+		case "sse", "ndjson":
+			runLiveExample(t, path, e, ex)
 		case "ws":
 			w := dialWS(t, e)
 			for _, s := range ex.steps {
@@ -138,7 +142,52 @@ func TestStreamingDocs(t *testing.T) {
 			}
 		}
 	}
-	if kinds["http"] < 3 || kinds["ws"] < 3 {
-		t.Errorf("%s has %d http and %d ws examples, want an example of each kind over each transport", path, kinds["http"], kinds["ws"])
+	if kinds["http"] < 3 || kinds["ws"] < 3 || kinds["sse"] < 2 || kinds["ndjson"] < 1 {
+		t.Errorf("%s has %d http, %d ws, %d sse and %d ndjson examples, want an example of each kind over each transport and of each live form",
+			path, kinds["http"], kinds["ws"], kinds["sse"], kinds["ndjson"])
+	}
+}
+
+// runLiveExample runs ex, an example of a call answered live: its first
+// request is posted asking for the block's form, and the lines after it
+// are the stream's messages, in order. A later request is posted on its
+// own while the stream runs: the first line after it is its reply, the
+// others the stream's next messages. When the last line is the call's
+// reply, the stream must end there; otherwise the example ends by
+// leaving.
+func runLiveExample(t *testing.T, path string, e *env, ex docExample) {
+	t.Helper()
+	accept := map[string]string{"sse": acceptSSE, "ndjson": acceptNDJSON}[ex.kind]
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	client := newHTTPClient(t)
+	resp := postLiveCtx(t, ctx, client, e.url, accept, ex.steps[0].send, nil)
+	checkLiveHead(t, resp, accept)
+	lr := readLive(t, resp, accept)
+	var last any
+	for i, s := range ex.steps {
+		wants := s.wants
+		if i > 0 {
+			if len(wants) == 0 {
+				t.Fatalf("%s:%d: a request made while the stream runs needs its reply", path, s.line)
+			}
+			code, body := e.post(t, s.send)
+			if err := match(docPattern(t, wants[0]), decode(t, body), "$"); code != http.StatusOK || err != nil {
+				t.Errorf("%s:%d: got HTTP %d %s\nwant %s\n%v", path, s.line, code, body, wants[0], err)
+			}
+			wants = wants[1:]
+		}
+		for _, want := range wants {
+			got := lr.next(waitTimeout)
+			last = docPattern(t, want)
+			if err := match(last, decode(t, []byte(got.raw)), "$"); err != nil {
+				t.Errorf("%s:%d: the stream sent %s\nwant %s\n%v", path, s.line, got.raw, want, err)
+			}
+		}
+	}
+	if m, ok := last.(map[string]any); ok && m["method"] == nil {
+		if rest := lr.rest(waitTimeout); len(rest) > 0 {
+			t.Errorf("%s:%d: the stream sent %d messages after its reply", path, ex.line, len(rest))
+		}
 	}
 }

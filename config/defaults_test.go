@@ -50,7 +50,10 @@ var packageDefaults = map[string]struct {
 	"max_streams_per_connection":    {bridge.DefaultMaxStreamsPerConnection, "bridge.DefaultMaxStreamsPerConnection"},
 	"max_calls_per_connection":      {bridge.DefaultMaxCallsPerConnection, "bridge.DefaultMaxCallsPerConnection"},
 	// The command turns a 0s ws_ping_interval into bridge's negative (off).
-	"ws_ping_interval":                        {bridge.DefaultWSPingInterval, "bridge.DefaultWSPingInterval"},
+	"ws_ping_interval": {bridge.DefaultWSPingInterval, "bridge.DefaultWSPingInterval"},
+	// The command turns a 0s stream_keepalive into bridge's negative (off).
+	"stream_keepalive":                        {bridge.DefaultStreamKeepalive, "bridge.DefaultStreamKeepalive"},
+	"stream_timeout":                          {time.Duration(0), "bridge.Options.StreamTimeout zero: call_timeout"},
 	"ws_origin_patterns":                      {[]string(nil), "bridge.Options.WSOriginPatterns nil: none"},
 	"cors_origins":                            {[]string(nil), "bridge.Options.CORSOrigins nil: no other origin"},
 	"backend_keepalive.time":                  {time.Duration(0), "backend.DirectOptions.KeepaliveTime zero: off"},

@@ -66,6 +66,12 @@ type Streaming struct {
 	// WSPingInterval is how often idle clients are pinged; zero turns pings
 	// and write timeouts off.
 	WSPingInterval time.Duration
+	// StreamKeepalive is how often an idle stream answered live over
+	// POST / gets a keepalive; zero turns them off.
+	StreamKeepalive time.Duration
+	// StreamTimeout is the deadline of a stream answered live over POST /
+	// whose request asks for none; zero means the call timeout.
+	StreamTimeout time.Duration
 	// WSOriginPatterns are the origins, besides the request's host, whose
 	// pages may open WebSocket connections; empty allows none.
 	WSOriginPatterns []string
@@ -84,6 +90,7 @@ func defaultStreaming() Streaming {
 		MaxStreamsPerConnection: bridge.DefaultMaxStreamsPerConnection,
 		MaxCallsPerConnection:   bridge.DefaultMaxCallsPerConnection,
 		WSPingInterval:          bridge.DefaultWSPingInterval,
+		StreamKeepalive:         bridge.DefaultStreamKeepalive,
 	}
 }
 
@@ -144,6 +151,12 @@ func (s Settings) validateSources() []error {
 	}
 	if st.SlowClientTimeout <= 0 {
 		bad("slow_client_timeout", "must be positive, got %s", st.SlowClientTimeout)
+	}
+	if st.StreamKeepalive < 0 {
+		bad("stream_keepalive", "must be 0s (off) or positive, got %s", st.StreamKeepalive)
+	}
+	if st.StreamTimeout < 0 {
+		bad("stream_timeout", "must be 0s (call_timeout) or positive, got %s", st.StreamTimeout)
 	}
 	if st.WSPingInterval < 0 {
 		bad("ws_ping_interval", "must be 0s (off) or positive, got %s", st.WSPingInterval)

@@ -67,18 +67,22 @@ func TestLoadSources(t *testing.T) {
 			file: "max_stream_messages: 5\nmax_stream_bytes: 1000\nws_max_message_bytes: 2000\nstream_buffer: 3\n" +
 				"stream_buffer_bytes: 4096\nws_buffer_bytes: 8192\n" +
 				"slow_client_timeout: 1s\nmax_streams_per_connection: 7\nmax_calls_per_connection: 8\n" +
-				"ws_ping_interval: 0s\nws_origin_patterns: [\"*.example.com\", app.example.org]\n",
+				"ws_ping_interval: 0s\nws_origin_patterns: [\"*.example.com\", app.example.org]\n" +
+				"stream_keepalive: 0s\nstream_timeout: 1h\n",
 			want: func(s *Settings) {
 				s.Streaming = Streaming{MaxStreamMessages: 5, MaxStreamBytes: 1000, WSMaxMessageBytes: 2000,
 					StreamBuffer: 3, StreamBufferBytes: 4096, WSBufferBytes: 8192, SlowClientTimeout: time.Second, MaxStreamsPerConnection: 7,
-					MaxCallsPerConnection: 8, WSOriginPatterns: []string{"*.example.com", "app.example.org"}}
+					MaxCallsPerConnection: 8, WSOriginPatterns: []string{"*.example.com", "app.example.org"}, StreamTimeout: time.Hour}
 			},
 		},
 		{
 			name: "streaming limits by env",
-			env:  map[string]string{"BRIDGE_WS_PING_INTERVAL": "5s", "BRIDGE_WS_ORIGIN_PATTERNS": "a.example,b.example"},
+			env: map[string]string{"BRIDGE_WS_PING_INTERVAL": "5s", "BRIDGE_WS_ORIGIN_PATTERNS": "a.example,b.example",
+				"BRIDGE_STREAM_KEEPALIVE": "1m", "BRIDGE_STREAM_TIMEOUT": "10m"},
 			want: func(s *Settings) {
 				s.Streaming.WSPingInterval = 5 * time.Second
+				s.Streaming.StreamKeepalive = time.Minute
+				s.Streaming.StreamTimeout = 10 * time.Minute
 				s.Streaming.WSOriginPatterns = []string{"a.example", "b.example"}
 			},
 		},
@@ -127,6 +131,8 @@ func TestLoadSourcesErrors(t *testing.T) {
 		{name: "zero streams", args: []string{"--max-streams-per-connection", "0"}, wantKey: "max_streams_per_connection", want: "at least 1"},
 		{name: "zero calls", args: []string{"--max-calls-per-connection", "0"}, wantKey: "max_calls_per_connection", want: "at least 1"},
 		{name: "negative ping", args: []string{"--ws-ping-interval", "-1s"}, wantKey: "ws_ping_interval", want: "0s (off)"},
+		{name: "negative keepalive", args: []string{"--stream-keepalive", "-1s"}, wantKey: "stream_keepalive", want: "0s (off)"},
+		{name: "negative stream timeout", env: map[string]string{"BRIDGE_STREAM_TIMEOUT": "-1m"}, wantKey: "stream_timeout", want: "0s (call_timeout)"},
 		{name: "bad origin pattern", args: []string{"--ws-origin-patterns", "[a"}, wantKey: "ws_origin_patterns", want: `"[a"`},
 	}
 	for _, tt := range tests {

@@ -22,10 +22,13 @@ type streaming struct {
 	ClientStreaming bool   `json:"clientStreaming"`
 	ServerStreaming bool   `json:"serverStreaming"`
 	// Request and Response are the schemas of one message of each side.
-	Request   object          `json:"request"`
-	Response  object          `json:"response"`
-	HTTP      streamTransport `json:"http"`
-	WebSocket streamTransport `json:"websocket"`
+	Request  object          `json:"request"`
+	Response object          `json:"response"`
+	HTTP     streamTransport `json:"http"`
+	// HTTPLive, for methods whose responses stream, is a call over
+	// POST / asking for its messages as they come (Accept).
+	HTTPLive  *streamTransport `json:"httpLive,omitempty"`
+	WebSocket streamTransport  `json:"websocket"`
 }
 
 // streamTransport is how a call goes over one transport: the schemas of
@@ -40,6 +43,8 @@ type streamTransport struct {
 	Result         object         `json:"result"`
 	Notifications  []notification `json:"notifications,omitempty"`
 	Methods        []string       `json:"methods,omitempty"`
+	// Accept lists the media types that ask for this form (httpLive).
+	Accept []string `json:"accept,omitempty"`
 }
 
 // notification is a notification the bridge sends on an open stream.
@@ -124,7 +129,45 @@ func (s *schemas) streamingMethod(m *method, md protoreflect.MethodDescriptor) {
 			Methods: []string{"rpc.stream.cancel"},
 		}
 	}
+	if md.IsStreamingServer() {
+		x.HTTPLive = &streamTransport{
+			Description: "POST / asking for the messages as they come, with Accept: text/event-stream (Server-Sent Events, " +
+				"each event's data one JSON-RPC message) or application/x-ndjson (application/jsonl; one JSON-RPC message " +
+				"per line): params as over HTTP; each response message arrives as an rpc.stream.message notification " +
+				"whose stream is the request's id, and the reply comes last, its result the number of those " +
+				"notifications, or the call's error.",
+			Params: x.HTTP.Params, Result: liveResult(), Notifications: liveNotifications(resp),
+			Accept: []string{"text/event-stream", "application/x-ndjson", "application/jsonl"},
+		}
+	}
 	m.Streaming = x
+}
+
+// liveResult is the schema of the result of a stream answered live.
+func liveResult() object {
+	return object{
+		"type": "object",
+		"properties": object{"messages": object{
+			"type": "integer", "minimum": 0, "description": "The rpc.stream.message notifications sent before the reply.",
+		}},
+		"required":             []any{"messages"},
+		"additionalProperties": false,
+	}
+}
+
+// liveNotifications describes the rpc.stream.message notification of a
+// stream answered live, whose message is a response message of schema
+// resp.
+func liveNotifications(resp object) []notification {
+	return []notification{{Method: "rpc.stream.message", Params: object{
+		"type": "object",
+		"properties": object{
+			"stream":  object{"type": []any{"string", "number", "null"}, "description": "The id of the request, as it sent it."},
+			"message": resp,
+		},
+		"required":             []any{"stream", "message"},
+		"additionalProperties": false,
+	}}}
 }
 
 // positionalParams is the schema of params by position whose elements are

@@ -140,6 +140,30 @@ func TestStreamingMethods(t *testing.T) {
 				{`{"stream": "s1", "error": {"code": 5, "message": "gone", "data": {"status": "NOT_FOUND", "details": []}}}`, true},
 				{`{"stream": "s1", "error": {"code": "5"}}`, false},
 			})
+			// httpLive: the methods whose responses stream can stream over
+			// POST / (Accept), with the params of HTTP.
+			if (x.HTTPLive != nil) != tt.server {
+				t.Fatalf("httpLive = %+v, want it exactly for methods whose responses stream", x.HTTPLive)
+			}
+			if !tt.server {
+				return
+			}
+			if !slices.Equal(x.HTTPLive.Accept, []string{"text/event-stream", "application/x-ndjson", "application/jsonl"}) || x.HTTPLive.Description == "" {
+				t.Errorf("httpLive: accept %v, description %q, want the three media types and a description", x.HTTPLive.Accept, x.HTTPLive.Description)
+			}
+			check("httpLive params", base+"/x-grpc-streaming/httpLive/params", tt.httpParams)
+			check("httpLive result", base+"/x-grpc-streaming/httpLive/result", []sample{
+				{`{"messages": 3}`, true}, {`{"messages": 0}`, true}, {`{"messages": -1}`, false}, {`{"messages": "3"}`, false}, {`{}`, false}, {`[]`, false},
+			})
+			if len(x.HTTPLive.Notifications) != 1 || x.HTTPLive.Notifications[0].Method != "rpc.stream.message" {
+				t.Fatalf("httpLive notifications %+v, want rpc.stream.message", x.HTTPLive.Notifications)
+			}
+			check("httpLive rpc.stream.message params", base+"/x-grpc-streaming/httpLive/notifications/0/params", []sample{
+				{`{"stream": 1, "message": ` + response + `}`, true},
+				{`{"stream": "a", "message": ` + response + `}`, true},
+				{`{"stream": 1}`, false},
+				{`{"stream": {}, "message": ` + response + `}`, false},
+			})
 		})
 	}
 	for _, m := range d.Methods {

@@ -151,6 +151,7 @@ type parsedDoc struct {
 			Request         map[string]any `json:"request"`
 			Response        map[string]any `json:"response"`
 			HTTP            streamWay      `json:"http"`
+			HTTPLive        *streamWay     `json:"httpLive"`
 			WebSocket       streamWay      `json:"websocket"`
 		} `json:"x-grpc-streaming"`
 	} `json:"methods"`
@@ -175,6 +176,7 @@ type streamWay struct {
 		Params map[string]any `json:"params"`
 	} `json:"notifications"`
 	Methods []string `json:"methods"`
+	Accept  []string `json:"accept"`
 }
 
 func parseDoc(t testing.TB, b []byte) parsedDoc {

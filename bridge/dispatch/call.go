@@ -36,6 +36,7 @@ type call struct {
 	res       reservation
 	err       *mapping.Error // the call's error, once it failed
 	over      bool           // its response did not fit in its budget
+	live      bool           // answered live, through Exchange.Live
 }
 
 // Run answers msg, which the transport received with x, and appends the
@@ -237,6 +238,13 @@ func (e *Engine) prepare(ctx context.Context, t *Table, x *Exchange, c *call, bu
 		var out []byte
 		out, c.rec.Code = x.Session.Open(ctx, t, m, *r, dst)
 		return out, false
+	case x.Live != nil && (m.Kind == ServerStream || m.Kind == BidiStream) && !r.Notification():
+		var err *mapping.Error
+		if c.msg, err = RequestMessages(m, r.Params); err != nil {
+			return e.fail(c, dst, err), false
+		}
+		c.live = true
+		return dst, true
 	case m.Kind == ClientStream || m.Kind == BidiStream || m.Kind == ServerStream && x.OnMessage != nil:
 		var err *mapping.Error
 		if c.msg, err = RequestMessages(m, r.Params); err != nil {
@@ -269,6 +277,11 @@ func (e *Engine) execute(ctx context.Context, t *Table, x *Exchange, c *call) {
 	ctx, cancel := e.deadline(ctx, x)
 	defer cancel()
 	m := c.rec.Method
+	if c.live {
+		c.rec.Live = true
+		c.rec.Messages, c.err = e.live(ctx, t, x, m, c.msg, c.req.ID)
+		return
+	}
 	if c.bc == nil {
 		c.collected, c.err = e.collect(ctx, t, x, m, c.msg, &c.res)
 		if c.err == errOverBudget {
@@ -309,6 +322,9 @@ func (e *Engine) finish(c *call, dst []byte) []byte {
 		return e.fail(c, dst, c.err)
 	case c.req.Notification():
 		return dst
+	}
+	if c.live {
+		return wire.AppendLiveResult(dst, c.req.ID, c.rec.Messages)
 	}
 	m := c.rec.Method
 	start := len(dst)

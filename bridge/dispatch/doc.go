@@ -25,8 +25,10 @@
 // Files: engine.go (Options, Engine, the Exchange and the seams: Guard,
 // Binder, Lister, Session; the deadline), table.go (Catalog → Table,
 // Method, the lazy OpenRPC document), call.go (Run, the phases, batches,
-// rpc.discover), stream.go (streams answered in one reply), budget.go
-// (MaxResponseBytes shared by a batch's replies).
+// rpc.discover), stream.go (streams answered in one reply), live.go
+// (streams answered live through the seam Live: POST / with Accept
+// text/event-stream or NDJSON), budget.go (MaxResponseBytes shared by a
+// batch's replies).
 //
 // It imports wire, backend and mapping; never net/http, a transport, or
 // package bridge (.ci/run holds this).

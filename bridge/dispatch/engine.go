@@ -80,6 +80,11 @@ type Exchange struct {
 	// answered in one reply, as JSON, as it arrives (MCP's progress); it
 	// must not keep the slice.
 	OnMessage func(message []byte)
+	// Live, when not nil, answers a single call (with an id) of a server-
+	// or bidi-streaming method live: each response goes to it as it
+	// arrives, and the reply is {"messages": N} or the call's error (see
+	// live.go). Its deadline is Timeout's, or Options.CallTimeout's.
+	Live Live
 }
 
 // A Caller is an authenticated identity.
@@ -98,6 +103,10 @@ type Record struct {
 	Began        time.Time    // zero unless a Guard is a Timer
 	Notification bool
 	Invalid      bool // the request was not a valid request object
+	// Live is true for a stream answered live (Exchange.Live) once it
+	// opened, and Messages counts the messages it sent.
+	Live     bool
+	Messages int
 }
 
 // A Guard is asked before each call runs and told once its reply is

@@ -542,6 +542,41 @@ func TestExplorer(t *testing.T) {
 		}
 	})
 
+	// With metadata (or a timeout) a server stream cannot go on the
+	// WebSocket: it goes over POST / with its messages live (Accept:
+	// text/event-stream), each shown as it comes.
+	t.Run("live-stream-over-post", func(t *testing.T) {
+		p := page{t: t, ctx: ctx}
+		p.method("demo.v1.Notes.WatchNotes")
+		p.fill("metadata", "tenant: t1")
+		p.fill("timeout", "1m")
+		defer p.fill("timeout", "")
+		defer p.fill("metadata", "")
+		if help := p.eval(text("transport-help")); !strings.Contains(help, "POST /") || !strings.Contains(help, "live") {
+			t.Errorf("the page says %q, want that the stream goes over POST /, live", help)
+		}
+		p.fill("params", `{"tags": ["post-live"], "follow": true}`)
+		p.click(sel("send"))
+		p.wait("the stream", text("stream-state")+`.includes("open over POST /")`)
+		for i, title := range []string{"First", "Second"} {
+			e.post(t, "", `{"jsonrpc":"2.0","id":1,"method":"demo.v1.Notes.CreateNote","params":{"note":{"title":"`+title+`","tags":["post-live"]}}}`)
+			p.wait("message "+title, fmt.Sprintf(`document.querySelectorAll('[data-role="stream-message"]').length === %d`, i+1))
+		}
+		titles := p.eval(`[...document.querySelectorAll('[data-role="stream-message"]')].map(li => JSON.parse(li.textContent).title).join(",")`)
+		if titles != "First,Second" || !strings.Contains(p.eval(text("stream-state")), "open") {
+			t.Errorf("the live stream shows %q (%s), want First,Second and open", titles, p.eval(text("stream-state")))
+		}
+		p.click(sel("stream-cancel"))
+		p.wait("the cancel", text("stream-state")+`.includes("cancelled after 2 messages")`)
+
+		// A stream that ends: its messages, then the reply.
+		p.fill("params", `{"tags": ["post-live"]}`)
+		reply := decodeJSON(t, p.send())
+		if r, _ := reply["result"].(map[string]any); r["messages"] != 2.0 || !strings.Contains(p.eval(text("stream-state")), "ended over POST /: 2 messages") {
+			t.Errorf("the ended stream shows %v (%s), want the reply of 2 messages", reply, p.eval(text("stream-state")))
+		}
+	})
+
 	t.Run("client-stream", func(t *testing.T) {
 		p := page{t: t, ctx: ctx}
 		p.method("demo.v1.Notes.ImportNotes")
@@ -776,6 +811,13 @@ func TestExplorer(t *testing.T) {
 		if !strings.Contains(p.eval(text("transport-help")), "POST /") {
 			t.Errorf("the page does not say why the stream went over POST /: %q", p.eval(text("transport-help")))
 		}
+		// Refused before it opens, over POST /: one JSON reply, shown as any.
+		p.fill("token", "greeter-token-0123456789")
+		p.send()
+		if c, st := p.eval(text("error-code")), p.eval(text("stream-state")); c != "7" || !strings.Contains(st, "not opened") {
+			t.Errorf("greeter watching notes with metadata shows %s (%s), want 7, not opened", c, st)
+		}
+		p.fill("token", "admin-token-0123456789")
 		p.fill("metadata", "")
 		if got := load("wrong-token"); got != "" || !strings.Contains(p.eval(text("list-status")), "refused") {
 			t.Errorf("a wrong token lists %q (%s)", got, p.eval(text("list-status")))

@@ -88,6 +88,9 @@ func (g *guard) Done(ctx context.Context, x *dispatch.Exchange, rec dispatch.Rec
 		slog.String("request_id", x.RequestID),
 		slog.Bool("notification", rec.Notification),
 	)
+	if rec.Live { // a stream answered live: its line comes at its end
+		r.AddAttrs(slog.Int("messages", rec.Messages))
+	}
 	_ = log.Handler().Handle(ctx, r)
 }
 

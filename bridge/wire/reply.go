@@ -109,3 +109,24 @@ func AppendStreamEnd(dst []byte, id string, e *mapping.Error) []byte {
 	}
 	return append(dst, "}}"...)
 }
+
+// AppendLiveMessageHead appends the start of the rpc.stream.message
+// notification of a stream answered live over HTTP (POST / with Accept:
+// text/event-stream or NDJSON), up to its message; the caller appends the
+// message and then "}}". The stream is named by id, the JSON id of the
+// request that opened it, as the request sent it.
+func AppendLiveMessageHead(dst, id []byte) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","method":"`+MethodMessage+`","params":{"stream":`...)
+	dst = append(dst, id...)
+	return append(dst, `,"message":`...)
+}
+
+// AppendLiveResult appends the last message of a stream answered live
+// that ended well: the reply to the request id, whose result counts the
+// messages sent before it.
+func AppendLiveResult(dst, id []byte, messages int) []byte {
+	dst = AppendResultHead(dst, id)
+	dst = append(dst, `{"messages":`...)
+	dst = strconv.AppendInt(dst, int64(messages), 10)
+	return append(dst, "}}"...)
+}

@@ -236,6 +236,11 @@ func streamingOptions(o bridge.Options, s config.Settings) bridge.Options {
 	if o.WSPingInterval == 0 {
 		o.WSPingInterval = -1 // 0s turns pings off, where bridge's zero means its default
 	}
+	o.StreamKeepalive = st.StreamKeepalive
+	if o.StreamKeepalive == 0 {
+		o.StreamKeepalive = -1 // 0s turns keepalives off, where bridge's zero means its default
+	}
+	o.StreamTimeout = st.StreamTimeout
 	o.WSOriginPatterns = st.WSOriginPatterns
 	o.CORSOrigins = s.Origins.CORSOrigins
 	o.AllowedHosts = s.EffectiveAllowedHosts()

@@ -1005,6 +1005,15 @@ class Explorer {
     return !this.needsHeaders();
   }
 
+  // overLive reports whether a streaming call goes over POST / with its
+  // messages live (Accept: text/event-stream): the WebSocket chosen, but
+  // headers it cannot carry, and a method whose responses stream.
+  overLive() {
+    const m = this.current;
+    const x = m && m["x-grpc-streaming"];
+    return !!(x && x.httpLive && role("transport").value === "ws" && this.needsHeaders());
+  }
+
   // needsHeaders reports whether the call carries what a browser cannot
   // send on a WebSocket (the token it can: as a subprotocol).
   needsHeaders() {
@@ -1016,12 +1025,15 @@ class Explorer {
     const help = role("transport-help");
     help.textContent = "";
     if (!m || !m["x-grpc-streaming"]) return;
-    if (role("transport").value === "ws" && this.needsHeaders()) {
+    const live = this.overLive();
+    if (live) {
+      help.textContent = "Browsers cannot send headers on a WebSocket: with metadata or a timeout this stream goes over POST /, its messages live (Server-Sent Events), after the params sent at once.";
+    } else if (role("transport").value === "ws" && this.needsHeaders()) {
       help.textContent = "Browsers cannot send headers on a WebSocket: with metadata or a timeout this stream goes over POST /, its messages in one reply.";
     }
-    role("stream-controls").hidden = !this.overWS();
-    role("stream-send").hidden = !sendsMessages(m);
-    role("stream-close").hidden = !sendsMessages(m);
+    role("stream-controls").hidden = !this.overWS() && !live;
+    role("stream-send").hidden = !sendsMessages(m) || live;
+    role("stream-close").hidden = !sendsMessages(m) || live;
   }
 
   setStatus(text, cls) {
@@ -1066,6 +1078,7 @@ class Explorer {
     this.endStream();
     this.resetResponse();
     if (this.overWS()) return this.sendWS(m, res, entry);
+    if (this.overLive()) return this.sendLive(m, headers, entry);
     const id = this.nextId++;
     const body = envelope(id, m.name, text);
     this.setStatus("Sending…");
@@ -1093,6 +1106,96 @@ class Explorer {
       for (const msg of reply.result) this.addMessage(msg);
     }
     this.remember(entry, err ? "error " + err.code + " " + statusName(err) : r.ok ? "HTTP " + r.status : "HTTP " + r.status, ms);
+  }
+
+  // ---- streams over POST /, live ----
+
+  // sendLive calls m over POST / asking for its messages as they come
+  // (Accept: text/event-stream): each is shown as it arrives, and the
+  // reply, last, ends the stream. A call answered before its stream
+  // opened (a refusal, bad params) gets one JSON reply, shown as any.
+  async sendLive(m, headers, entry) {
+    const id = this.nextId++;
+    const body = envelope(id, m.name, role("params").value);
+    const t0 = performance.now();
+    const st = { live: true, abort: new AbortController(), id: null, method: m, t0, count: 0, ended: false, entry };
+    this.stream = st;
+    role("stream").hidden = false;
+    role("stream-state").textContent = "(opening, over POST /)";
+    this.setStatus("Sending…");
+    let r;
+    try {
+      r = await fetch(this.url(""), { method: "POST", headers: Object.fromEntries([...headers, ["Accept", "text/event-stream"]]),
+        body, signal: st.abort.signal });
+    } catch (e) {
+      if (this.stream === st) {
+        st.ended = true;
+        this.setStatus("The request failed: " + (e.message || e), "bad");
+        this.remember(entry, "failed");
+      }
+      return;
+    }
+    const rid = r.headers.get("X-Request-Id");
+    const about = "HTTP " + r.status + (rid ? " · X-Request-Id " + rid : "");
+    if (!(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
+      const replyText = await r.text();
+      if (this.stream !== st) return;
+      st.ended = true;
+      const ms = Math.round(performance.now() - t0);
+      role("reply").textContent = pretty(replyText);
+      let reply = null;
+      try { reply = JSON.parse(replyText); } catch (e) { reply = null; }
+      const err = reply ? reply.error : null;
+      this.showError(err);
+      role("stream-state").textContent = "(not opened)";
+      this.setStatus(about + " · " + ms + " ms", err || !r.ok ? "bad" : "ok");
+      this.remember(entry, err ? "error " + err.code + " " + statusName(err) : "HTTP " + r.status, ms);
+      return;
+    }
+    role("stream-state").textContent = "(open over POST /: messages as they arrive)";
+    this.setStatus(about + " · stream open, live · " + Math.round(performance.now() - t0) + " ms", "ok");
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        for (let i = buf.indexOf("\n\n"); i >= 0; i = buf.indexOf("\n\n")) {
+          const event = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const data = event.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+          if (data && this.stream === st) this.onLive(st, JSON.parse(data));
+        }
+      }
+    } catch (e) {
+      // cancelled, or the connection closed: below
+    }
+    if (this.stream === st && !st.ended) {
+      st.ended = true;
+      role("stream-state").textContent = "(" + (st.abort.signal.aborted ? "cancelled" : "the connection closed") + " after " +
+        st.count + (st.count === 1 ? " message)" : " messages)");
+    }
+  }
+
+  // onLive shows msg, a message of the live stream st: a notification,
+  // or the reply that ends it.
+  onLive(st, msg) {
+    if (msg.method === "rpc.stream.message") {
+      st.count++;
+      this.addMessage(msg.params.message);
+      return;
+    }
+    st.ended = true;
+    const ms = Math.round(performance.now() - st.t0);
+    role("reply").textContent = JSON.stringify(msg, null, 2);
+    const end = role("stream-end");
+    end.hidden = false;
+    end.textContent = JSON.stringify(msg.error ? { error: msg.error } : msg.result, null, 2);
+    role("stream-state").textContent = "(ended over POST /: " + st.count + (st.count === 1 ? " message)" : " messages)");
+    if (msg.error) this.showError(msg.error);
+    this.setStatus("POST / · stream ended" + (msg.error ? " with code " + msg.error.code + " " + statusName(msg.error) : "") + " · " + ms + " ms", msg.error ? "bad" : "ok");
+    this.remember(st.entry, msg.error ? "error " + msg.error.code + " " + statusName(msg.error) : st.count + " messages", ms);
   }
 
   // ---- WebSocket streams ----
@@ -1172,6 +1275,10 @@ class Explorer {
 
   async streamControl(method) {
     const st = this.stream;
+    if (st && st.live) { // over POST /: cancelling is leaving
+      if (!st.ended && method === "rpc.stream.cancel") st.abort.abort();
+      return;
+    }
     if (!st || st.ended || st.id === null) { this.setStatus("No open stream.", "bad"); return; }
     const r = await st.sock.call(method, JSON.stringify({ stream: st.id }));
     if (r.error) this.showError(r.error);
@@ -1212,12 +1319,16 @@ class Explorer {
   endStream() {
     const st = this.stream;
     this.stream = null;
+    if (st && st.live) {
+      if (!st.ended) st.abort.abort();
+      return;
+    }
     if (st && !st.ended && st.id !== null) st.sock.call("rpc.stream.cancel", JSON.stringify({ stream: st.id })).catch(() => {});
   }
 
   onSocketClosed(why) {
     const st = this.stream;
-    if (st && !st.ended) {
+    if (st && !st.ended && !st.live) {
       st.ended = true;
       role("stream-state").textContent = "(connection closed)";
       this.setStatus("The WebSocket closed: " + why, "bad");
