@@ -379,6 +379,9 @@ func (call *Call) appendMessage(b []byte, off, n int) []byte {
 		k := min(5-off, n)
 		b = append(b, call.prefix5[off:off+k]...)
 		off, n = off+k, n-k
+		if n == 0 { // a frame that ends within the prefix (a window under 5 bytes)
+			return b
+		}
 	}
 	return append(b, call.Request[off-5:off-5+n]...)
 }

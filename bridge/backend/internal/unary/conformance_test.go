@@ -1294,3 +1294,35 @@ func TestConformanceGroupRetryTogether(t *testing.T) {
 		t.Errorf("%d connections, want 2", k)
 	}
 }
+
+// TestConformanceTinyWindows: a backend whose stream windows are smaller
+// than the gRPC message prefix (5 bytes), or not a multiple of it, gets
+// the message in DATA frames that end inside the prefix: each call goes
+// through whole. A frame that ended inside the prefix once sliced the
+// request at a negative offset: a panic in the connection's writer,
+// which took the bridge's process down.
+func TestConformanceTinyWindows(t *testing.T) {
+	for _, w := range []uint32{1, 2, 3, 4, 5, 6, 7} {
+		t.Run(fmt.Sprintf("window %d", w), func(t *testing.T) {
+			target, _ := serveScript(t, func(rc *rawConn) {
+				if !rc.handshake(http2.Setting{ID: http2.SettingInitialWindowSize, Val: w}) {
+					return
+				}
+				rc.echo()
+			})
+			c := newClient(t, target, Options{})
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			for _, size := range []int{0, 1, 3, 17} {
+				req := bytes.Repeat([]byte{'m'}, size)
+				call := &Call{Method: "/t.S/M", Request: req}
+				if err := c.Invoke(ctx, call); err != nil {
+					t.Fatalf("a request of %d bytes: %v", size, err)
+				}
+				if !bytes.Equal(call.Response, req) {
+					t.Errorf("a request of %d bytes: the reply %q, want the request back", size, call.Response)
+				}
+			}
+		})
+	}
+}
