@@ -26,16 +26,16 @@
 // The files of this package, each with one job: server.go (Options, their
 // defaults, New, Update, Handle), http.go (routes, POST /, GET
 // /openrpc.json), live.go (server and bidi streams of POST / answered
-// live: Accept, the writer and its bounds), origin.go (Host, Origin, CORS), front.go (the request id
-// and authentication: 401), exchange.go (the one place headers become an
-// Exchange: metadata, identity, trace context, timeout, capture),
-// metadata.go (which headers travel as metadata, and their size),
-// deadline.go (the timeout headers), limit.go (in-flight slots, rate
-// limits through a ratelimit.Limiter, bodies being read, WebSocket counts), compress.go (gzip both
-// ways), observe.go (refusals told to the observer), ws.go (GET /ws up to
-// the upgrade, and the ws.Front of its frames), mcp_engine.go (/mcp: the
-// mcp.Engine, whose tool calls run as POST / calls), readiness.go (the
-// probes' details).
+// live: Accept, the writer and its bounds), origin.go (Host, Origin,
+// CORS), front.go (the request id and authentication: 401), exchange.go
+// (the one place headers become an Exchange: metadata, identity, trace
+// context, timeout, capture), metadata.go (which headers travel as
+// metadata, and their size), deadline.go (the timeout headers), limit.go
+// (in-flight slots, rate limits through a ratelimit.Limiter, bodies being
+// read, WebSocket counts), compress.go (gzip both ways), observe.go
+// (refusals told to the observer), ws.go (GET /ws up to the upgrade, and
+// the ws.Front of its frames), mcp_engine.go (/mcp: the mcp.Engine, whose
+// tool calls run as POST / calls), readiness.go (the probes' details).
 //
 // # One unary call over POST /
 //
