@@ -14,9 +14,19 @@ import (
 // python3-jsonrpclib-pelix and python3-requests: without them it is
 // skipped, and fails when CI is set.
 func TestPythonClients(t *testing.T) {
+	runPython(t, "python_clients.py", "jsonrpclib, requests", "python3-jsonrpclib-pelix python3-requests")
+}
+
+// runPython runs the Python script of testdata/clients against a real
+// bridge on loopback in front of the demo services (its URL in
+// BRIDGE_URL) and fails the test when the script fails. The script needs
+// the modules (an import list), which the Debian packages install:
+// without them the test is skipped, and fails when CI is set.
+func runPython(t *testing.T, script, modules, packages string) {
+	t.Helper()
 	const python = "/usr/bin/python3"
-	if err := exec.Command(python, "-c", "import jsonrpclib, requests").Run(); err != nil {
-		msg := "python3 with jsonrpclib-pelix and requests is missing (apt-get install python3-jsonrpclib-pelix python3-requests): " + err.Error()
+	if err := exec.Command(python, "-c", "import "+modules).Run(); err != nil {
+		msg := "python3 with " + modules + " is missing (apt-get install " + packages + "): " + err.Error()
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}
@@ -25,12 +35,12 @@ func TestPythonClients(t *testing.T) {
 	e := newDemoEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "python_clients.py")
+	cmd := exec.CommandContext(ctx, python, script)
 	cmd.Dir = nodeClients
 	cmd.Env = append(os.Environ(), "BRIDGE_URL="+e.url+"/")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("python_clients.py: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", script, err, out)
 	}
-	t.Logf("python_clients.py:\n%s", out)
+	t.Logf("%s:\n%s", script, out)
 }

@@ -35,6 +35,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, wire.AppendError(nil, wire.NullID, wire.Internal))
 		}
 	}()
+	if r.ProtoMajor == 1 && s.Draining() && r.Header.Get("Upgrade") == "" {
+		// Draining, every HTTP/1 reply closes its connection, so that
+		// clients and proxies take their next requests elsewhere (HTTP/2
+		// connections get GOAWAY at Shutdown).
+		w.Header().Set("Connection", "close")
+	}
 	if !s.checkOrigin(w, r) { // Host, Origin and CORS: see origin.go
 		return
 	}

@@ -153,7 +153,8 @@ func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, x *exchange, re
 func (s *Server) Served() uint64 { return s.guard.served.Load() }
 
 // Drain makes /readyz answer 503 from now on, so that load balancers stop
-// sending new requests; requests keep being served, but streams answered
+// sending new requests; requests keep being served, their HTTP/1 replies
+// with Connection: close (ServeHTTP), but streams answered
 // live over POST / end with the error 14 (DRAINING), those open and those
 // that open later, so that their clients open them again elsewhere. It
 // is the first step of a graceful shutdown and cannot be undone.

@@ -18,7 +18,6 @@ import (
 	"context"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -274,16 +273,11 @@ var errLiveGone = wire.Refused(codes.Canceled, "the client went away")
 // liveSlowClient is the error that ends a stream answered live whose
 // client did not read in time, naming the limit that was reached.
 func (s *Server) liveSlowClient(limit string) *mapping.Error {
-	o := s.opts
-	value, what := strconv.Itoa(o.StreamBuffer), strconv.Itoa(o.StreamBuffer)+" were"
+	value := int64(s.opts.StreamBuffer)
 	if limit == "stream_buffer_bytes" {
-		value = strconv.FormatInt(o.StreamBufferBytes, 10)
-		what = value + " bytes of them were"
+		value = s.opts.StreamBufferBytes
 	}
-	return wire.Status(codes.ResourceExhausted, "SLOW_CLIENT",
-		"the client did not read the stream's messages in time; "+what+" waiting for longer than slow_client_timeout ("+
-			o.SlowClientTimeout.String()+")",
-		"limit", limit, "value", value)
+	return wire.SlowClient(limit, value, s.opts.SlowClientTimeout)
 }
 
 // serve writes the stream of l to w until the engine's reply comes on

@@ -1,13 +1,9 @@
 package bridge_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"testing"
-	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
@@ -19,25 +15,7 @@ import (
 // demo services. It needs Debian's python3-requests: without it it is
 // skipped, and fails when CI is set.
 func TestPythonLive(t *testing.T) {
-	const python = "/usr/bin/python3"
-	if err := exec.Command(python, "-c", "import requests").Run(); err != nil {
-		msg := "python3 with requests is missing (apt-get install python3-requests): " + err.Error()
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	e := newDemoEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "python_live.py")
-	cmd.Dir = nodeClients
-	cmd.Env = append(os.Environ(), "BRIDGE_URL="+e.url+"/")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("python_live.py: %v\n%s", err, out)
-	}
-	t.Logf("python_live.py:\n%s", out)
+	runPython(t, "python_live.py", "requests", "python3-requests")
 }
 
 // TestBrowserLive: a page in headless Chromium on another (listed) origin

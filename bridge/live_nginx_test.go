@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,11 +15,9 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/daemon"
 	"google.golang.org/grpc"
 )
-
-// nginxPath is where Debian's package nginx installs the server.
-const nginxPath = "/usr/sbin/nginx"
 
 // startNginx runs a real nginx, in the foreground and as one process,
 // with a configuration of its own in a temporary directory: one server
@@ -30,12 +27,7 @@ const nginxPath = "/usr/sbin/nginx"
 // (failed under CI).
 func startNginx(t *testing.T, upstream string, servers ...string) []string {
 	t.Helper()
-	if _, err := os.Stat(nginxPath); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("nginx is not installed: CI must install the Debian package nginx (apt-get install -y nginx)")
-		}
-		t.Skipf("nginx is not installed: install the Debian package nginx (apt-get install -y nginx)")
-	}
+	bin := daemon.Need(t, "nginx", "nginx")
 	dir := t.TempDir()
 	var conf strings.Builder
 	fmt.Fprintf(&conf, `daemon off;
@@ -52,10 +44,10 @@ http {
 	uwsgi_temp_path %[1]s/uwsgi;
 	scgi_temp_path %[1]s/scgi;
 `, dir)
-	var urls []string
+	var urls, addrs []string
 	for _, loc := range servers {
-		addr := freeLoopbackAddr(t)
-		urls = append(urls, "http://"+addr+"/")
+		addr := daemon.FreeAddr(t)
+		urls, addrs = append(urls, "http://"+addr+"/"), append(addrs, addr)
 		fmt.Fprintf(&conf, "\tserver {\n\t\tlisten %s;\n\t\tlocation / {\n\t\t\tproxy_pass http://%s;\n\t\t\t%s\n\t\t}\n\t}\n", addr, upstream, loc)
 	}
 	conf.WriteString("}\n")
@@ -63,57 +55,8 @@ http {
 	if err := os.WriteFile(path, []byte(conf.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(nginxPath, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log"))
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	for _, u := range urls {
-		addr := strings.TrimSuffix(strings.TrimPrefix(u, "http://"), "/")
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			c, err := net.Dial("tcp", addr)
-			if err == nil {
-				c.Close()
-				break
-			}
-			select {
-			case err := <-exited:
-				log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-				t.Fatalf("nginx exited: %v\n%s\n%s", err, out, log)
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("nginx does not listen on %s: %v", addr, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	daemon.Start(t, exec.Command(bin, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log")), syscall.SIGTERM, addrs...)
 	return urls
-}
-
-// freeLoopbackAddr returns a loopback address whose port was free a
-// moment ago.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	return lis.Addr().String()
 }
 
 // TestLiveNginx follows WatchNotes through a real nginx in front of the

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/daemon"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
@@ -90,24 +91,6 @@ func startBackend(t *testing.T) string {
 	return testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true}).Addr()
 }
 
-// syncBuffer is a process's output, written and read at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // replica is one bridge process on a fixed port, which it keeps across
 // restarts (nginx's configuration names it).
 type replica struct {
@@ -118,7 +101,7 @@ type replica struct {
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *daemon.Log
 	exited chan struct{}
 	code   int
 }
@@ -153,7 +136,7 @@ func (r *replica) start() {
 		"--protoset", filepath.Join("..", "proto", "testpb", "test.protoset")}, r.args...)
 	cmd := exec.Command(r.bin, args...)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "BRIDGE_") })
-	log := &syncBuffer{}
+	log := &daemon.Log{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
@@ -256,22 +239,12 @@ func (r *replica) metric(name string) float64 {
 type nginx struct {
 	addr string
 	dir  string
-	log  *syncBuffer
+	log  *daemon.Log
 }
 
 // nginxBinary is nginx's path; the test is skipped, naming the Debian
-// package, when it is missing.
-func nginxBinary(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("nginx"); err == nil {
-		return p
-	}
-	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
-		return "/usr/sbin/nginx"
-	}
-	t.Skip("nginx is missing: install the Debian package nginx (.ci/run does)")
-	return ""
-}
+// package, when it is missing (failed under CI).
+func nginxBinary(t *testing.T) string { return daemon.Need(t, "nginx", "nginx") }
 
 var (
 	listenLine   = regexp.MustCompile(`(?m)^(\s*listen\s+)\S+?(\s*;|\s+[^;]*;)`)
@@ -334,42 +307,9 @@ func startNginx(t *testing.T, replicas []*replica) *nginx {
 	if err := os.WriteFile(path, []byte(filled), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n := &nginx{addr: addr, dir: dir, log: &syncBuffer{}}
-	cmd := exec.Command(bin, "-p", dir, "-c", path, "-e", "stderr")
-	cmd.Stdout, cmd.Stderr = n.log, n.log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGQUIT) // graceful: its workers finish
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("nginx log:\n%s", n.log.String())
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-exited:
-			t.Fatalf("nginx exited at start:\n%s", n.log.String())
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
-			return n
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx does not accept connections on %s within 10s:\n%s", addr, n.log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// SIGQUIT at the end: graceful, its workers finish.
+	log := daemon.Start(t, exec.Command(bin, "-p", dir, "-c", path, "-e", "stderr"), syscall.SIGQUIT, addr)
+	return &nginx{addr: addr, dir: dir, log: log}
 }
 
 // accessLog is what nginx has logged of its requests so far.

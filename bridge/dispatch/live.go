@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -72,25 +70,18 @@ const keptRaw = 64 << 10
 // error that ended the stream (nil when it completed).
 func (e *Engine) live(ctx context.Context, t *Table, x *Exchange, m *Method, reqs []proto.Message, id []byte) (n int, _ *mapping.Error) {
 	x.Live.Open()
-	if x.Metadata != nil {
-		ctx = metadata.NewOutgoingContext(ctx, x.Metadata)
-	}
-	ctx, origin := backend.WithOrigin(ctx)
-	ctx, cancel := context.WithCancel(ctx)
-	cs, err := m.Conn.NewStream(ctx, m.Desc, m.Path, backend.StreamCodec)
+	// A stream that fails to open has its context cancelled already:
+	// whether the client went away, or the transport ended the stream,
+	// is the caller's context's to tell.
+	parent := ctx
+	cs, ctx, origin, stop, err := openStream(ctx, x, m, reqs, backend.StreamCodec)
 	if err != nil {
-		defer cancel()
-		if ctx.Err() == context.Canceled {
-			return 0, cancelled(ctx)
+		if parent.Err() == context.Canceled {
+			return 0, cancelled(parent)
 		}
-		return 0, e.status(ctx, t, m, err, false)
+		return 0, e.status(parent, t, m, err, false)
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { sendAll(cs, reqs) })
-	defer func() {
-		cancel() // a stream Live ended, or a failed one: the backend sees it cancelled
-		wg.Wait()
-	}()
+	defer stop()        // a stream Live ended, or a failed one: the backend sees it cancelled
 	var raw backend.Raw // the response as it came, transcoded to JSON at once
 	for {
 		rerr := cs.RecvMsg(&raw)

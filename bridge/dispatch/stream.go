@@ -98,28 +98,15 @@ func (e *Engine) collect(ctx context.Context, t *Table, x *Exchange, m *Method, 
 			res.release()
 		}
 	}()
-	if x.Metadata != nil {
-		ctx = metadata.NewOutgoingContext(ctx, x.Metadata)
-	}
-	ctx, origin := backend.WithOrigin(ctx)
 	var opts []grpc.CallOption
 	if x.Capture != nil {
 		opts = []grpc.CallOption{grpc.Header(&x.Capture.Header), grpc.Trailer(&x.Capture.Trailer)}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	cs, cerr := m.Conn.NewStream(ctx, m.Desc, m.Path, opts...)
+	cs, ctx, origin, stop, cerr := openStream(ctx, x, m, reqs, opts...)
 	if cerr != nil {
-		cancel()
 		return nil, e.status(ctx, t, m, cerr, false)
 	}
-	// Send while receiving, so that a backend that answers as it reads
-	// never waits on flow control for a reader that is still sending.
-	var wg sync.WaitGroup
-	wg.Go(func() { sendAll(cs, reqs) })
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
+	defer stop()
 
 	many := m.Kind != ClientStream
 	if many {
@@ -165,6 +152,30 @@ func (e *Engine) collect(ctx context.Context, t *Table, x *Exchange, m *Method, 
 		return dst, nil
 	}
 	return append(dst, ']'), nil
+}
+
+// openStream opens the stream of a call of m with x's metadata, and
+// sends reqs on it and half-closes it while the caller receives, so that
+// a backend that answers as it reads never waits on flow control for a
+// reader that is still sending. It returns the stream's context, with
+// the origin of its statuses, and stop, which cancels the stream and
+// waits for the sender; when NewStream fails, the stream's context is
+// already cancelled and err is its failure.
+func openStream(ctx context.Context, x *Exchange, m *Method, reqs []proto.Message, opts ...grpc.CallOption) (
+	cs grpc.ClientStream, sctx context.Context, origin *backend.Origin, stop func(), err error) {
+	if x.Metadata != nil {
+		ctx = metadata.NewOutgoingContext(ctx, x.Metadata)
+	}
+	ctx, origin = backend.WithOrigin(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	cs, err = m.Conn.NewStream(ctx, m.Desc, m.Path, opts...)
+	if err != nil {
+		cancel()
+		return nil, ctx, origin, nil, err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { sendAll(cs, reqs) })
+	return cs, ctx, origin, func() { cancel(); wg.Wait() }, nil
 }
 
 // status is the error to answer for err, the failure of a call of m.

@@ -57,12 +57,7 @@ func stopListening(lis net.Listener, settle, wait time.Duration, take func(net.C
 	if err != nil {
 		return
 	}
-	var filtered bool
-	rc.Control(func(fd uintptr) {
-		prog := unix.SockFprog{Len: uint16(len(synDrop)), Filter: &synDrop[0]}
-		filtered = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog) == nil
-	})
-	if filtered {
+	if attachSYNDrop(rc) {
 		settleQueue(rc, settle, wait)
 	}
 	var fds []int
@@ -118,6 +113,17 @@ func settleQueue(rc syscall.RawConn, settle, wait time.Duration) {
 	}
 }
 
+// attachSYNDrop gives the listening socket rc the filter synDrop, and
+// tells whether the kernel took it.
+func attachSYNDrop(rc syscall.RawConn) bool {
+	ok := false
+	rc.Control(func(fd uintptr) {
+		prog := unix.SockFprog{Len: uint16(len(synDrop)), Filter: &synDrop[0]}
+		ok = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog) == nil
+	})
+	return ok
+}
+
 // canDropSYNs tells whether this kernel lets a listening socket have
 // synDrop (some sandboxes refuse socket filters).
 func canDropSYNs() bool {
@@ -127,13 +133,5 @@ func canDropSYNs() bool {
 	}
 	defer l.Close()
 	rc, err := l.(*net.TCPListener).SyscallConn()
-	if err != nil {
-		return false
-	}
-	ok := false
-	rc.Control(func(fd uintptr) {
-		prog := unix.SockFprog{Len: uint16(len(synDrop)), Filter: &synDrop[0]}
-		ok = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog) == nil
-	})
-	return ok
+	return err == nil && attachSYNDrop(rc)
 }

@@ -2,7 +2,6 @@ package h1
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -13,23 +12,25 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/daemon"
 )
 
 // A proxy is a real reverse proxy (a Debian package) started in front of
 // two upstreams, net/http's server and h1's of the same handler, with
 // keep-alive connections to both, as deployments run the bridge.
 type proxy struct {
-	name    string // its Debian package
-	command string
-	file    string                                                    // its configuration file's name
-	conf    func(dir, listenStd, listenFast, std, fast string) string // the file's text
-	args    func(dir, file string) []string
+	name string                                                    // the program, and its Debian package
+	file string                                                    // its configuration file's name
+	conf func(dir, listenStd, listenFast, std, fast string) string // the file's text
+	args func(dir, file string) []string
 }
 
 var proxies = []proxy{
-	{"nginx", "/usr/sbin/nginx", "nginx.conf", func(dir, ls, lf, std, fast string) string {
+	{"nginx", "nginx.conf", func(dir, ls, lf, std, fast string) string {
 		return fmt.Sprintf(`daemon off;
 master_process off;
 worker_processes 1;
@@ -58,7 +59,7 @@ http {
 	}, func(dir, file string) []string {
 		return []string{"-c", file, "-p", dir, "-e", filepath.Join(dir, "error.log")}
 	}},
-	{"haproxy", "/usr/sbin/haproxy", "haproxy.cfg", func(dir, ls, lf, std, fast string) string {
+	{"haproxy", "haproxy.cfg", func(dir, ls, lf, std, fast string) string {
 		return fmt.Sprintf(`global
 	maxconn 1024
 defaults
@@ -82,57 +83,18 @@ backend fast
 	}, func(dir, file string) []string { return []string{"-db", "-f", file} }},
 }
 
-// freeAddr is a loopback address no one listens on (yet).
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // start runs the proxy in front of the pair's servers and returns the
 // addresses it listens on for each.
 func (px proxy) start(t *testing.T, p *pair) (std, fast string) {
 	t.Helper()
-	if _, err := os.Stat(px.command); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is missing: install the Debian package %s (.ci/run does)", px.command, px.name)
-		}
-		t.Skipf("%s is missing: install the Debian package %s", px.command, px.name)
-	}
+	bin := daemon.Need(t, px.name, px.name)
 	dir := t.TempDir()
-	std, fast = freeAddr(t), freeAddr(t)
+	std, fast = daemon.FreeAddr(t), daemon.FreeAddr(t)
 	file := filepath.Join(dir, px.file)
 	if err := os.WriteFile(file, []byte(px.conf(dir, std, fast, p.std, p.fast)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(px.command, px.args(dir, file)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for _, a := range []string{std, fast} {
-		for {
-			c, err := net.Dial("tcp", a)
-			if err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s does not listen on %s: %s", px.name, a, out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	daemon.Start(t, exec.Command(bin, px.args(dir, file)...), syscall.SIGKILL, std, fast)
 	return std, fast
 }
 

@@ -1,6 +1,9 @@
 package wire
 
 import (
+	"strconv"
+	"time"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -92,4 +95,24 @@ func Status(code codes.Code, reason, msg string, meta ...string) *mapping.Error 
 // status of code would be answered, without details of the bridge's own.
 func Refused(code codes.Code, msg string) *mapping.Error {
 	return mapping.StatusError(status.New(code, msg), nil)
+}
+
+// SlowClient is the error that ends a stream whose client did not read
+// its messages within timeout (slow_client_timeout): code 8, reason
+// SLOW_CLIENT, naming the limit that was full, "stream_buffer" (value
+// messages), "stream_buffer_bytes" (value bytes of one stream's) or
+// "ws_buffer_bytes" (value bytes of a connection's streams).
+func SlowClient(limit string, value int64, timeout time.Duration) *mapping.Error {
+	v := strconv.FormatInt(value, 10)
+	what := v + " were"
+	switch limit {
+	case "stream_buffer_bytes":
+		what = v + " bytes of them were"
+	case "ws_buffer_bytes":
+		what = "the connection's streams had " + v + " bytes"
+	}
+	return Status(codes.ResourceExhausted, "SLOW_CLIENT",
+		"the client did not read the stream's messages in time; "+what+" waiting for longer than slow_client_timeout ("+
+			timeout.String()+")",
+		"limit", limit, "value", v)
 }

@@ -393,21 +393,13 @@ func (c *wsConn) endError(ctx context.Context, st *stream, err error) *mapping.E
 // time, naming the limit (see full) that was reached.
 func (c *wsConn) slowClient(st *stream) *mapping.Error {
 	o := c.s.opts
-	limit, value, what := st.slow, strconv.Itoa(o.StreamBuffer), strconv.Itoa(o.StreamBuffer)+" were"
 	switch st.slow {
 	case "stream_buffer_bytes":
-		value = strconv.FormatInt(o.StreamBufferBytes, 10)
-		what = value + " bytes of them were"
+		return wire.SlowClient(st.slow, o.StreamBufferBytes, o.SlowClientTimeout)
 	case "ws_buffer_bytes":
-		value = strconv.FormatInt(o.WSBufferBytes, 10)
-		what = "the connection's streams had " + value + " bytes"
-	default:
-		limit = "stream_buffer"
+		return wire.SlowClient(st.slow, o.WSBufferBytes, o.SlowClientTimeout)
 	}
-	return wire.Status(codes.ResourceExhausted, "SLOW_CLIENT",
-		"the client did not read the stream's messages in time; "+what+" waiting for longer than slow_client_timeout ("+
-			o.SlowClientTimeout.String()+")",
-		"limit", limit, "value", value)
+	return wire.SlowClient("stream_buffer", int64(o.StreamBuffer), o.SlowClientTimeout)
 }
 
 // pump writes the notifications of st to the socket, in order, then its

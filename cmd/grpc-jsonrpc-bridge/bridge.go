@@ -115,7 +115,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 		DisableMCP:       !s.MCP,
 		MCPStateless:     s.MCPStateless,
 	}, s), s, auth, metrics, access, store))
-	httpSrv := httpServer(closeWhileDraining(srv, tr.handler(srv)), s, log)
+	httpSrv := httpServer(tr.handler(srv), s, log)
 	httpSrv.RegisterOnShutdown(srv.CloseMCP) // Shutdown would wait for the MCP sessions' open streams
 	front := newFront(httpSrv, s)
 

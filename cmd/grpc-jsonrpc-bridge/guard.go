@@ -161,7 +161,7 @@ func newFront(hs *http.Server, s config.Settings) frontServer {
 // bridge keeps serving for s.ShutdownDelay (or until ctx is done) before
 // the caller stops accepting connections. Idle keep-alive connections
 // stay open meanwhile: a proxy's next request on one is answered, with
-// Connection: close (closeWhileDraining), never lost to a connection
+// Connection: close (bridge.Server.ServeHTTP), never lost to a connection
 // closed under it. A proxy whose idle upstream connections time out
 // within the delay (deploy/nginx/bridge.conf: keepalive_timeout) has none
 // left when it ends.
@@ -177,18 +177,6 @@ func drain(ctx context.Context, s config.Settings, srv *bridge.Server, log *slog
 	case <-t.C:
 	case <-ctx.Done():
 	}
-}
-
-// closeWhileDraining is h, whose HTTP/1 replies say Connection: close
-// once srv drains, so that clients and proxies take their next requests
-// elsewhere (HTTP/2 connections get GOAWAY at Shutdown).
-func closeWhileDraining(srv *bridge.Server, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor == 1 && srv.Draining() && r.Header.Get("Upgrade") == "" {
-			w.Header().Set("Connection", "close")
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // descriptorsLoaded tells m that the descriptor files were loaded at t:
