@@ -152,6 +152,13 @@ func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, x *exchange, re
 // far (those refused at the front door excepted).
 func (s *Server) Served() uint64 { return s.guard.served.Load() }
 
+// DefaultRateBurst is Options.RateBurst when it is zero: a whole batch of
+// maxBatchSize calls at once, or a second's worth of rateLimit, whichever
+// is larger.
+func DefaultRateBurst(rateLimit float64, maxBatchSize int) int {
+	return max(maxBatchSize, int(math.Ceil(rateLimit)))
+}
+
 // Drain makes /readyz answer 503 from now on, so that load balancers stop
 // sending new requests; requests keep being served, their HTTP/1 replies
 // with Connection: close (ServeHTTP), but streams answered
@@ -296,7 +303,7 @@ func (o Options) guardDefaults() Options {
 		o.MaxInFlight = DefaultMaxInFlight
 	}
 	if o.RateBurst <= 0 {
-		o.RateBurst = max(o.MaxBatchSize, int(math.Ceil(o.RateLimit)))
+		o.RateBurst = DefaultRateBurst(o.RateLimit, o.MaxBatchSize)
 	}
 	if o.MaxResponseBytes <= 0 {
 		o.MaxResponseBytes = DefaultMaxResponseBytes

@@ -27,12 +27,11 @@ type Group struct {
 }
 
 func (g *Group) start(ctx context.Context, p *pool, c *Call) {
-	a, err := p.pick(ctx)
+	a, err := p.take(ctx)
 	if err != nil {
 		c.Err = err
 		return
 	}
-	a.calls.Add(1)
 	if p.view.Load().one != a {
 		g.p = p
 		g.calls = append(g.calls, c)
@@ -54,11 +53,10 @@ func (g *Group) Wait(ctx context.Context) {
 			if c.Err == nil || !c.Unsent() || ctx.Err() != nil {
 				continue
 			}
-			a, err := g.p.pick(ctx)
+			a, err := g.p.take(ctx)
 			if err != nil {
 				break
 			}
-			a.calls.Add(1)
 			g.g.Start(ctx, a.client, c)
 			again = true
 		}

@@ -410,6 +410,16 @@ func (p *pool) pick(ctx context.Context) (*address, error) {
 	}
 }
 
+// take picks the address a call goes to, as pick, and counts the call
+// among the address's calls (jsonrpc_bridge_backend_address_calls_total).
+func (p *pool) take(ctx context.Context) (*address, error) {
+	a, err := p.pick(ctx)
+	if err == nil {
+		a.calls.Add(1)
+	}
+	return a, err
+}
+
 func (p *pool) choose(ready []*address, n uint32) *address {
 	switch p.opts.Balance {
 	case PickFirst:
@@ -477,12 +487,11 @@ var errClosedPool = status.Error(codes.Unavailable, "transport: the client is cl
 // another.
 func (p *pool) invoke(ctx context.Context, c *Call) error {
 	for attempt := 1; ; attempt++ {
-		a, err := p.pick(ctx)
+		a, err := p.take(ctx)
 		if err != nil {
 			c.Err = err
 			return err
 		}
-		a.calls.Add(1)
 		err = a.client.Invoke(ctx, c)
 		if err == nil || attempt == maxPicks || !c.Unsent() || ctx.Err() != nil || p.view.Load().one == a {
 			return err

@@ -31,8 +31,8 @@ func newRateLimitStore(s config.Settings, auth *bridge.Auth, m *bridge.Metrics, 
 		identities = auth.Len()
 	}
 	burst := s.RateBurst
-	if burst <= 0 { // as bridge.Options' default
-		burst = max(s.MaxBatchSize, s.RateLimit)
+	if burst <= 0 {
+		burst = bridge.DefaultRateBurst(float64(s.RateLimit), s.MaxBatchSize)
 	}
 	limit := ratelimit.Limit{Rate: float64(s.RateLimit), Burst: burst}
 	lim, err := redislimit.New(redislimit.Options{
