@@ -9,6 +9,8 @@ package ratelimit
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -16,7 +18,9 @@ import (
 
 // Identity is whose limit a call counts against: the index of the caller
 // among the identities of the authentication file (0 with authentication
-// off, when all callers share one limit) and its name (empty then).
+// off, when all callers share one limit; an identity keeps its index
+// across reloads of the file, and new ones get new indexes) and its name
+// (empty then).
 type Identity struct {
 	Index int
 	Name  string
@@ -47,22 +51,49 @@ type Limit struct {
 // Local keeps the limit of each identity in this process, a token bucket
 // each (golang.org/x/time/rate).
 type Local struct {
-	buckets []*rate.Limiter // by Identity.Index
+	limit   Limit
+	buckets atomic.Pointer[[]*rate.Limiter] // by Identity.Index
+	mu      sync.Mutex                      // growing buckets
 }
 
 // NewLocal returns the limiter of identities identities (at least one)
-// under l.
+// under l. An identity of a larger index (one a reload of the identities
+// brought) gets its bucket on first use.
 func NewLocal(l Limit, identities int) *Local {
-	loc := &Local{buckets: make([]*rate.Limiter, max(1, identities))}
-	for i := range loc.buckets {
-		loc.buckets[i] = rate.NewLimiter(rate.Limit(l.Rate), l.Burst)
-	}
+	loc := &Local{limit: l}
+	b := loc.grow(nil, max(1, identities))
+	loc.buckets.Store(&b)
 	return loc
+}
+
+// grow returns old with buckets added up to n.
+func (l *Local) grow(old []*rate.Limiter, n int) []*rate.Limiter {
+	b := make([]*rate.Limiter, n)
+	copy(b, old)
+	for i := len(old); i < n; i++ {
+		b[i] = rate.NewLimiter(rate.Limit(l.limit.Rate), l.limit.Burst)
+	}
+	return b
+}
+
+// bucket returns the bucket of index i.
+func (l *Local) bucket(i int) *rate.Limiter {
+	if b := *l.buckets.Load(); i < len(b) {
+		return b[i]
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := *l.buckets.Load()
+	if i >= len(b) {
+		b = l.grow(b, max(i+1, 2*len(b)))
+		l.buckets.Store(&b)
+	}
+	return b[i]
 }
 
 // Allow implements Limiter.
 func (l *Local) Allow(_ context.Context, id Identity, n int) (bool, time.Duration) {
-	b := l.buckets[id.Index]
+	b := l.bucket(id.Index)
 	now := time.Now()
 	res := b.ReserveN(now, n)
 	if !res.OK() {
@@ -77,7 +108,7 @@ func (l *Local) Allow(_ context.Context, id Identity, n int) (bool, time.Duratio
 
 // Spent implements Limiter.
 func (l *Local) Spent(id Identity) (bool, time.Duration) {
-	b := l.buckets[id.Index]
+	b := l.bucket(id.Index)
 	tokens := b.Tokens()
 	if tokens >= 1 {
 		return false, 0

@@ -150,9 +150,10 @@ type Limiter struct {
 	log      *slog.Logger
 	store    string // the URL, redacted
 
-	ids      []identity     // by ratelimit.Identity.Index
-	maxLease int            // the most calls a replica takes ahead of need
-	wg       sync.WaitGroup // refills of leases
+	ids      atomic.Pointer[[]*identity] // by ratelimit.Identity.Index; grown by state
+	idsMu    sync.Mutex                  // growing ids
+	maxLease int                         // the most calls a replica takes ahead of need
+	wg       sync.WaitGroup              // refills of leases
 
 	down   atomic.Bool
 	errors atomic.Uint64
@@ -257,12 +258,16 @@ func New(o Options) (*Limiter, error) {
 		local:    o.Local,
 		log:      o.Logger,
 		store:    Redacted(o.URL),
-		ids:      make([]identity, max(1, o.Identities)),
 		maxLease: o.MaxLease,
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		outage:   outage{since: time.Now()},
 	}
+	ids := make([]*identity, max(1, o.Identities))
+	for i := range ids {
+		ids[i] = new(identity)
+	}
+	l.ids.Store(&ids)
 	ctx, stop := context.WithCancel(context.Background())
 	l.stop = stop
 	go l.probeLoop(ctx, o.ProbeInterval)
@@ -340,7 +345,7 @@ func (l *Limiter) Allow(ctx context.Context, id ratelimit.Identity, n int) (bool
 	if l.down.Load() {
 		return l.fallbackAllow(ctx, id, n)
 	}
-	st := &l.ids[id.Index]
+	st := l.state(id.Index)
 	now := time.Now()
 	if until := st.blocked.Load(); until > now.UnixNano() {
 		st.mu.Lock()
@@ -370,7 +375,7 @@ func (l *Limiter) Spent(id ratelimit.Identity) (bool, time.Duration) {
 		return l.local.Spent(id)
 	}
 	now := time.Now().UnixNano()
-	if until := l.ids[id.Index].blocked.Load(); until > now {
+	if until := l.state(id.Index).blocked.Load(); until > now {
 		return true, time.Duration(until - now)
 	}
 	return false, 0
@@ -384,6 +389,27 @@ func (l *Limiter) fallbackAllow(ctx context.Context, id ratelimit.Identity, n in
 		return false, time.Second
 	}
 	return l.local.Allow(ctx, id, n)
+}
+
+// state returns what the Limiter keeps for the identity of index i,
+// made on first use for an index a reload of the identities brought.
+func (l *Limiter) state(i int) *identity {
+	if ids := *l.ids.Load(); i < len(ids) {
+		return ids[i]
+	}
+	l.idsMu.Lock()
+	defer l.idsMu.Unlock()
+	ids := *l.ids.Load()
+	if i >= len(ids) {
+		grown := make([]*identity, max(i+1, 2*len(ids)))
+		copy(grown, ids)
+		for j := len(ids); j < len(grown); j++ {
+			grown[j] = new(identity)
+		}
+		l.ids.Store(&grown)
+		ids = grown
+	}
+	return ids[i]
 }
 
 // key is the store's key of id.
@@ -597,8 +623,8 @@ func (l *Limiter) probe(ctx context.Context) {
 		was := l.outage
 		l.outage = outage{since: time.Now()}
 		l.mu.Unlock()
-		for i := range l.ids {
-			l.ids[i].blocked.Store(0) // the store decides again from its own state
+		for _, st := range *l.ids.Load() {
+			st.blocked.Store(0) // the store decides again from its own state
 		}
 		l.log.Info("the rate limit store answers again; the limit is shared again",
 			"store", l.store, "outage", time.Since(was.since).Round(time.Millisecond).String())
