@@ -1,15 +1,21 @@
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
 )
 
 // An Identity is a caller the bridge knows: the credentials that
@@ -26,6 +32,10 @@ type Identity struct {
 	// authenticate as this identity, each "cn:NAME" (subject common name),
 	// "dns:NAME", "uri:URI" or "email:ADDRESS" (subject alternative names).
 	ClientCerts []string
+	// JWT, if not nil, selects the verified JWTs that authenticate as this
+	// identity: the first identity, in order, whose selector matches a
+	// token is its caller's.
+	JWT *Selector
 	// Allow lists the JSON-RPC method names this identity may call, as
 	// patterns where * matches any run of characters, dots included:
 	// "billing.v1.*", "*.Get*", "helloworld.Greeter.SayHello", "*".
@@ -33,49 +43,161 @@ type Identity struct {
 	Allow []string
 }
 
-// ErrConfig is wrapped by every error NewAuth returns.
-var ErrConfig = errors.New("bridge: invalid authentication settings")
-
-// Auth authenticates HTTP requests by bearer token, API key or client
-// certificate and knows what each identity may call. It is immutable and
-// safe for concurrent use; its zero value is not usable, call New.
-type Auth struct {
-	ids    []*Caller
-	tokens []tokenEntry
-	certs  map[certKey]*Caller
+// A Selector matches verified JWTs by their claims. Its zero value
+// matches every verified token.
+type Selector struct {
+	// Issuer, if set, is the iss of the tokens it matches (one of the
+	// providers').
+	Issuer string
+	// Subjects, if not empty, lists the sub values it matches.
+	Subjects []string
+	// Claims are claims every matched token carries: a string claim
+	// equal to the value (for scope and scp, a space-delimited list
+	// holding it), an array claim holding it, or a number or boolean
+	// written as the value.
+	Claims map[string]string
 }
 
-// A Caller is an authenticated identity: an Identity prepared for
-// requests. It is a dispatch.Caller.
-type Caller struct {
+// A Provider is an identity provider whose JWTs authenticate callers.
+type Provider struct {
+	*idp.Provider
+	// ClaimsMetadata maps claims to the gRPC metadata keys under which a
+	// caller's values of them reach the backends (string claims of
+	// printable ASCII only); a client's own values under those keys are
+	// always dropped.
+	ClaimsMetadata map[string]string
+}
+
+// Unmatched is the name of the caller of a verified JWT that no
+// identity's selector matches: it may call nothing.
+const Unmatched = "(no identity)"
+
+// ErrConfig is wrapped by every error New and Reload return.
+var ErrConfig = errors.New("bridge: invalid authentication settings")
+
+// Auth authenticates HTTP requests by bearer token, API key, JWT or
+// client certificate and knows what each identity may call. Its
+// identities are one immutable value that Reload swaps; it is safe for
+// concurrent use. Its zero value is not usable, call New.
+type Auth struct {
+	cur       atomic.Pointer[snapshot]
+	providers []*Provider
+	byIssuer  map[string]*Provider
+	claimKeys []string // every metadata key of ClaimsMetadata
+
+	mu      sync.Mutex     // Reload, and indexes
+	indexes map[string]int // index by identity name, stable across reloads
+
+	changed atomic.Pointer[chan struct{}] // closed at the next change
+}
+
+// snapshot is one set of identities: immutable once built.
+type snapshot struct {
+	ids       []*identity
+	tokens    []tokenEntry
+	certs     map[certKey]*identity
+	selectors []*identity // those with a JWT selector, in order
+	unmatched *identity
+	cache     *tokenCache
+}
+
+// identity is an Identity prepared for requests.
+type identity struct {
 	name  string
-	index int // position in Auth.ids, for per-identity slices
+	index int // stable across reloads: rate limits keep their state
 	allow []pattern
 	all   bool // some pattern is "*"
+	sel   *selector
+	plain *Caller  // the Caller of its static tokens and certificates
+	print string   // its name and patterns, to tell a changed identity
+	views viewSlot // what it may call of the last table it was asked of
+}
+
+// A Caller is an authenticated identity, as one credential authenticates
+// as it: static tokens and certificates share their identity's, a JWT
+// has its own, with its expiry and claim metadata. It is a
+// dispatch.Caller.
+type Caller struct {
+	*identity
+	expires  time.Time // when its token stops verifying (exp and the clock skew); zero for static credentials
+	metadata []string  // claim metadata: key, value, key, value...
 }
 
 type tokenEntry struct {
 	sum [sha256.Size]byte
-	id  *Caller
+	id  *identity
 }
 
 type certKey struct{ kind, value string }
 
-// New checks ids and prepares them. It refuses empty or duplicate
-// names, malformed digests, a token or certificate given to two
-// identities, and empty patterns.
-func New(ids []Identity) (*Auth, error) {
-	a := &Auth{certs: make(map[certKey]*Caller)}
+// New checks ids and prepares them, with the JWTs of providers verified
+// as callers too. It refuses empty or duplicate names, malformed
+// digests, a token or certificate given to two identities, empty
+// patterns, selectors naming no provider's issuer, and two providers of
+// one issuer.
+func New(ids []Identity, providers ...*Provider) (*Auth, error) {
+	a := &Auth{byIssuer: map[string]*Provider{}, indexes: map[string]int{Unmatched: 0}}
+	for _, p := range providers {
+		if a.byIssuer[p.Issuer()] != nil {
+			return nil, fmt.Errorf("%w: issuer %s is configured twice", ErrConfig, p.Issuer())
+		}
+		a.byIssuer[p.Issuer()] = p
+		a.providers = append(a.providers, p)
+		for _, k := range p.ClaimsMetadata {
+			if !slices.Contains(a.claimKeys, k) {
+				a.claimKeys = append(a.claimKeys, k)
+			}
+		}
+	}
+	ch := make(chan struct{})
+	a.changed.Store(&ch)
+	if err := a.Reload(ids); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Reload checks ids as New does and, if they are good, swaps them in:
+// requests authenticated from then on, and those whose tokens come out
+// of the cache, get the new identities; Hold sees the change. Bad ids
+// keep the identities there were.
+func (a *Auth) Reload(ids []Identity) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, err := a.build(ids)
+	if err != nil {
+		return err
+	}
+	a.cur.Store(s)
+	a.notify()
+	return nil
+}
+
+// build prepares ids; a.mu is held.
+func (a *Auth) build(ids []Identity) (*snapshot, error) {
+	s := &snapshot{certs: make(map[certKey]*identity), cache: newTokenCache(defaultCacheEntries, defaultCacheBytes)}
+	s.unmatched = &identity{name: Unmatched, index: a.indexes[Unmatched], print: "\x00"}
+	s.unmatched.plain = &Caller{identity: s.unmatched}
 	seen := make(map[string]bool)
+	fresh := map[string]int{} // indexes of names new in ids, given if they load
 	for i, in := range ids {
 		if in.Name == "" {
 			return nil, fmt.Errorf("%w: identity %d has no name", ErrConfig, i+1)
+		}
+		if in.Name == Unmatched {
+			return nil, fmt.Errorf("%w: identity %d: the name %q is reserved", ErrConfig, i+1, Unmatched)
 		}
 		if seen[in.Name] {
 			return nil, fmt.Errorf("%w: identity %q is defined twice", ErrConfig, in.Name)
 		}
 		seen[in.Name] = true
-		id := &Caller{name: in.Name, index: i}
+		index, ok := a.indexes[in.Name]
+		if !ok {
+			index = len(a.indexes) + len(fresh)
+			fresh[in.Name] = index
+		}
+		id := &identity{name: in.Name, index: index, print: in.Name + "\x00" + strings.Join(in.Allow, "\x00")}
+		id.plain = &Caller{identity: id}
 		for _, p := range in.Allow {
 			if p == "" {
 				return nil, fmt.Errorf("%w: identity %q: empty method pattern", ErrConfig, in.Name)
@@ -88,12 +210,12 @@ func New(ids []Identity) (*Auth, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: identity %q: %w", ErrConfig, in.Name, err)
 			}
-			for _, e := range a.tokens {
+			for _, e := range s.tokens {
 				if e.sum == sum {
 					return nil, fmt.Errorf("%w: identities %q and %q share a token", ErrConfig, e.id.name, in.Name)
 				}
 			}
-			a.tokens = append(a.tokens, tokenEntry{sum: sum, id: id})
+			s.tokens = append(s.tokens, tokenEntry{sum: sum, id: id})
 		}
 		for _, c := range in.ClientCerts {
 			kind, value, ok := strings.Cut(c, ":")
@@ -101,14 +223,25 @@ func New(ids []Identity) (*Auth, error) {
 				return nil, fmt.Errorf("%w: identity %q: client certificate %q is not cn:, dns:, uri: or email: followed by a name", ErrConfig, in.Name, c)
 			}
 			k := certKey{kind, value}
-			if other := a.certs[k]; other != nil {
+			if other := s.certs[k]; other != nil {
 				return nil, fmt.Errorf("%w: identities %q and %q share client certificate %q", ErrConfig, other.name, in.Name, c)
 			}
-			a.certs[k] = id
+			s.certs[k] = id
 		}
-		a.ids = append(a.ids, id)
+		if in.JWT != nil {
+			sel, err := a.selector(in.JWT)
+			if err != nil {
+				return nil, fmt.Errorf("%w: identity %q: %w", ErrConfig, in.Name, err)
+			}
+			id.sel = sel
+			s.selectors = append(s.selectors, id)
+		}
+		s.ids = append(s.ids, id)
 	}
-	return a, nil
+	for name, i := range fresh {
+		a.indexes[name] = i
+	}
+	return s, nil
 }
 
 func parseDigest(s string) ([sha256.Size]byte, error) {
@@ -123,187 +256,102 @@ func parseDigest(s string) ([sha256.Size]byte, error) {
 	return sum, nil
 }
 
-// A Failure says why a request was not authenticated.
-type Failure int
-
-const (
-	OK        Failure = iota
-	Missing           // no credentials at all
-	Invalid           // a credential that matches no identity
-	Malformed         // an Authorization or X-API-Key header that cannot be read
-)
-
-var reasons = [...]string{OK: "", Missing: "missing", Invalid: "invalid", Malformed: "malformed"}
-
-var messages = [...]string{
-	Missing:   "authentication required: send Authorization: Bearer <token>, X-API-Key: <token> or a client certificate",
-	Invalid:   "the credentials are not valid",
-	Malformed: "the Authorization or X-API-Key header is malformed: send exactly one, as Authorization: Bearer <token> or X-API-Key: <token>",
-}
-
-// Reason is f's label in metrics and logs.
-func (f Failure) Reason() string { return reasons[f] }
-
-// Message is what the client is told of f.
-func (f Failure) Message() string { return messages[f] }
-
-// Authenticate finds the identity of r. A token, when sent, decides alone:
-// a wrong one is refused even with a good certificate.
+// Authenticate finds the caller of r. A token, when sent, decides alone:
+// a wrong one is refused even with a good certificate. A token that is
+// no static one and has the form of a JWT is verified by the provider
+// its iss names; until that provider's keys have loaded it fails with
+// KeysNotLoaded.
 func (a *Auth) Authenticate(r *http.Request) (*Caller, Failure) {
 	token, fail := credential(r.Header)
 	if fail != OK {
 		return nil, fail
 	}
+	s := a.cur.Load()
 	if token != "" {
-		if id := a.byToken(token); id != nil {
-			return id, OK
+		sum := sha256.Sum256([]byte(token))
+		if id := s.byToken(sum); id != nil {
+			return id.plain, OK
 		}
-		return nil, Invalid
+		if len(a.providers) == 0 || !idp.LooksLikeJWT(token) {
+			return nil, Invalid
+		}
+		return a.byJWT(r.Context(), s, token, sum)
 	}
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
 		return nil, Missing
 	}
-	if id := a.byCert(r.TLS.VerifiedChains[0][0]); id != nil {
-		return id, OK
+	if id := s.byCert(r.TLS.VerifiedChains[0][0]); id != nil {
+		return id.plain, OK
 	}
 	return nil, Invalid
 }
 
-// WSTokenProtocol prefixes the WebSocket subprotocol that carries a
-// bearer token, for browsers, which cannot send headers with a WebSocket:
-// a page opens new WebSocket(url, ["jsonrpc", WSTokenProtocol +
-// base64url(token)]) and the bridge answers with "jsonrpc" (ws.Protocol).
-// The token travels base64url-encoded without padding, as a subprotocol
-// is a token of RFC 9110 characters.
-const WSTokenProtocol = "base64url.bearer.grpc-jsonrpc-bridge."
-
-// credential returns the bearer token or API key of h, "" if there is
-// none: from Authorization or X-API-Key, or, when neither is sent, from a
-// WebSocket subprotocol (WSTokenProtocol).
-func credential(h http.Header) (string, Failure) {
-	authz, keys := h.Values("Authorization"), h.Values("X-Api-Key")
-	switch {
-	case len(authz)+len(keys) == 0:
-		return wsToken(h)
-	case len(authz)+len(keys) > 1:
-		return "", Malformed
-	case len(keys) == 1:
-		if !isToken(keys[0]) {
-			return "", Malformed
-		}
-		return keys[0], OK
-	}
-	scheme, token, ok := strings.Cut(authz[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || !isToken(token) {
-		return "", Malformed
-	}
-	return token, OK
-}
-
-// wsToken returns the token a WebSocket upgrade offers as a subprotocol
-// (WSTokenProtocol), "" if none; more than one, or one that is not a
-// base64url token, is malformed.
-func wsToken(h http.Header) (string, Failure) {
-	var token string
-	found := false
-	for _, v := range h.Values("Sec-Websocket-Protocol") {
-		for p := range strings.SplitSeq(v, ",") {
-			enc, ok := strings.CutPrefix(strings.TrimSpace(p), WSTokenProtocol)
-			if !ok {
-				continue
-			}
-			if found {
-				return "", Malformed
-			}
-			b, err := base64.RawURLEncoding.DecodeString(enc)
-			if err != nil || !isToken(string(b)) {
-				return "", Malformed
-			}
-			token, found = string(b), true
-		}
-	}
-	return token, OK
-}
-
-// isToken reports whether s is an RFC 6750 b64token: letters, digits and
-// -._~+/ followed by any '='.
-func isToken(s string) bool {
-	if s == "" || len(s) > 4096 {
-		return false
-	}
-	end := len(strings.TrimRight(s, "="))
-	if end == 0 {
-		return false
-	}
-	for i := range end {
-		c := s[i]
-		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/'
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// byToken compares the digest of token with every known digest in
-// constant time, so the time taken says nothing about which matched.
-func (a *Auth) byToken(token string) *Caller {
-	sum := sha256.Sum256([]byte(token))
+// byToken compares the digest sum with every known digest in constant
+// time, so the time taken says nothing about which matched.
+func (s *snapshot) byToken(sum [sha256.Size]byte) *identity {
 	match := -1
-	for i := range a.tokens {
-		if subtle.ConstantTimeCompare(sum[:], a.tokens[i].sum[:]) == 1 {
+	for i := range s.tokens {
+		if subtle.ConstantTimeCompare(sum[:], s.tokens[i].sum[:]) == 1 {
 			match = i
 		}
 	}
 	if match < 0 {
 		return nil
 	}
-	return a.tokens[match].id
+	return s.tokens[match].id
 }
 
 // byCert maps a verified client certificate to its identity: by subject
 // common name first, then by each DNS, URI and email alternative name.
-func (a *Auth) byCert(c *x509.Certificate) *Caller {
-	if id := a.certs[certKey{"cn", c.Subject.CommonName}]; id != nil && c.Subject.CommonName != "" {
+func (s *snapshot) byCert(c *x509.Certificate) *identity {
+	if id := s.certs[certKey{"cn", c.Subject.CommonName}]; id != nil && c.Subject.CommonName != "" {
 		return id
 	}
 	for _, n := range c.DNSNames {
-		if id := a.certs[certKey{"dns", n}]; id != nil {
+		if id := s.certs[certKey{"dns", n}]; id != nil {
 			return id
 		}
 	}
 	for _, u := range c.URIs {
-		if id := a.certs[certKey{"uri", u.String()}]; id != nil {
+		if id := s.certs[certKey{"uri", u.String()}]; id != nil {
 			return id
 		}
 	}
 	for _, e := range c.EmailAddresses {
-		if id := a.certs[certKey{"email", e}]; id != nil {
+		if id := s.certs[certKey{"email", e}]; id != nil {
 			return id
 		}
 	}
 	return nil
 }
 
-// allows reports whether id may call the method named name. A nil
-// identity (authentication off) may call everything.
 // Name is the identity's name.
-func (id *Caller) Name() string { return id.name }
+func (id *identity) Name() string { return id.name }
 
-// Index is the identity's place among its Auth's, for state kept per
-// identity in slices (see Auth.Len).
-func (id *Caller) Index() int { return id.index }
+// Index is the identity's place among every identity its Auth has known,
+// for state kept per identity in slices (see Auth.Len): the same name
+// keeps its index across reloads.
+func (id *identity) Index() int { return id.index }
 
-// Len is the number of identities of a.
-func (a *Auth) Len() int { return len(a.ids) }
+// Len is the number of identity indexes given so far: every Index is
+// below it. It grows when a reload brings new names.
+func (a *Auth) Len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.indexes)
+}
 
 // Allows reports whether id may call the method named name: a nil id
 // (authentication off) may call anything.
-func (id *Caller) Allows(name string) bool { return id.allows(name) }
+func (id *Caller) Allows(name string) bool {
+	if id == nil {
+		return true
+	}
+	return id.allows(name)
+}
 
-func (id *Caller) allows(name string) bool {
-	if id == nil || id.all {
+func (id *identity) allows(name string) bool {
+	if id.all {
 		return true
 	}
 	for _, p := range id.allow {
@@ -314,31 +362,86 @@ func (id *Caller) allows(name string) bool {
 	return false
 }
 
-// pattern is a method pattern split at its stars.
-type pattern struct {
-	parts []string // literal pieces between the stars
+// Metadata returns the claim metadata of id, keys and values in turn
+// (key, value, key, value...); the caller must not change it.
+func (id *Caller) Metadata() []string { return id.metadata }
+
+// Expires is when id's token stops verifying (its exp, and the clock
+// skew); zero for a static credential.
+func (id *Caller) Expires() time.Time { return id.expires }
+
+// ClaimKeys are the metadata keys claims travel under (every provider's
+// ClaimsMetadata): a client's own values under them are dropped.
+func (a *Auth) ClaimKeys() []string { return a.claimKeys }
+
+// Issuers lists the providers' issuers, in order.
+func (a *Auth) Issuers() []string {
+	out := make([]string, len(a.providers))
+	for i, p := range a.providers {
+		out[i] = p.Issuer()
+	}
+	return out
 }
 
-func compilePattern(p string) pattern { return pattern{parts: strings.Split(p, "*")} }
+// Providers returns the identity providers, in order.
+func (a *Auth) Providers() []*Provider { return slices.Clone(a.providers) }
 
-// match reports whether name matches: the first piece is a prefix, the
-// last a suffix, and the pieces between appear in order.
-func (p pattern) match(name string) bool {
-	parts := p.parts
-	if len(parts) == 1 {
-		return name == parts[0]
-	}
-	first, last := parts[0], parts[len(parts)-1]
-	if len(name) < len(first)+len(last) || !strings.HasPrefix(name, first) || !strings.HasSuffix(name, last) {
-		return false
-	}
-	name = name[len(first) : len(name)-len(last)]
-	for _, mid := range parts[1 : len(parts)-1] {
-		i := strings.Index(name, mid)
-		if i < 0 {
-			return false
+// Pending lists the issuers whose keys have never loaded: their tokens
+// are answered KeysNotLoaded meanwhile.
+func (a *Auth) Pending() []string {
+	var out []string
+	for _, p := range a.providers {
+		if !p.Loaded() {
+			out = append(out, p.Issuer())
 		}
-		name = name[i+len(mid):]
 	}
-	return true
+	return out
+}
+
+// Changed is called when a provider's key set dropped a key: open
+// connections check their callers again (Hold).
+func (a *Auth) Changed() { a.notify() }
+
+// notify wakes every Hold.
+func (a *Auth) notify() {
+	ch := make(chan struct{})
+	if old := a.changed.Swap(&ch); old != nil {
+		close(*old)
+	}
+}
+
+// Hold waits while the credentials of r, which authenticated as id, still
+// do: it returns "" when ctx is done, or why they stopped (the token
+// expired, the identity is gone or changed, the token or key was
+// removed), in words for the client. It checks at every change of the
+// identities or of a key set, and when id's token expires.
+func (a *Auth) Hold(ctx context.Context, r *http.Request, id *Caller) string {
+	r = r.WithContext(ctx)
+	expiry := time.NewTimer(time.Hour)
+	defer expiry.Stop()
+	for {
+		changed := *a.changed.Load()
+		expiry.Stop()
+		var expired <-chan time.Time
+		if !id.expires.IsZero() {
+			expiry.Reset(time.Until(id.expires))
+			expired = expiry.C
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-changed:
+		case <-expired:
+		}
+		now, fail := a.Authenticate(r)
+		switch {
+		case ctx.Err() != nil:
+			return ""
+		case fail != OK:
+			return fail.Message()
+		case now.print != id.print:
+			return "the caller's identity or its permissions changed; connect again"
+		}
+		id = now
+	}
 }

@@ -2,7 +2,7 @@ package auth
 
 import (
 	"context"
-	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -13,8 +13,8 @@ import (
 )
 
 // A Binder makes the authorisation Guard of each table: who may call
-// each method, decided once per table, and the OpenRPC document each
-// identity sees, which Render renders.
+// each method, decided once per table and identity, and the OpenRPC
+// document each identity sees, which Render renders.
 type Binder struct {
 	Auth   *Auth
 	Render func(dispatch.Catalog) []byte
@@ -26,41 +26,48 @@ var PermissionDenied = wire.Refused(codes.PermissionDenied, "the caller is not a
 
 // authGuard is the authorisation of one table (nil before discovery).
 type authGuard struct {
-	b     Binder
+	b Binder
+	t *dispatch.Table
+}
+
+// viewSlot holds an identity's view of the last table it was asked of:
+// identities change with reloads and tables with discoveries, so the
+// view is made on first use and replaced when the table changes.
+type viewSlot struct{ p atomic.Pointer[view] }
+
+// view is what one identity may call of one table.
+type view struct {
 	t     *dispatch.Table
-	allow [][]bool       // by method index, then identity index
-	views []identityView // by identity index
+	allow []bool                 // by method index
+	doc   *dispatch.LazyDocument // nil when the identity may call every method
 }
 
-type identityView struct {
-	once sync.Once
-	doc  *dispatch.LazyDocument // nil when the identity sees every method
-}
-
-// Bind prepares the allow bits of every method of t for every identity.
-func (b Binder) Bind(t *dispatch.Table) dispatch.Guard {
-	g := &authGuard{b: b, t: t}
-	if t == nil {
-		return g
+// of returns id's view of t, making it if the slot holds another table's.
+func (s *viewSlot) of(id *identity, t *dispatch.Table, render func(dispatch.Catalog) []byte) *view {
+	if v := s.p.Load(); v != nil && v.t == t {
+		return v
 	}
-	ids := b.Auth.ids
-	g.allow = make([][]bool, len(t.Methods))
+	v := &view{t: t, allow: make([]bool, len(t.Methods))}
+	every := true
 	for _, m := range t.Methods {
-		allow := make([]bool, len(ids))
-		for _, id := range ids {
-			allow[id.index] = id.allows(m.Name)
-		}
-		g.allow[m.Index] = allow
+		v.allow[m.Index] = id.allows(m.Name)
+		every = every && v.allow[m.Index]
 	}
-	g.views = make([]identityView, len(ids))
-	return g
+	if !every {
+		v.doc = dispatch.NewLazyDocument(func() []byte { return render(allowedCatalog{t.Catalog, id}) })
+	}
+	s.p.Store(v)
+	return v
 }
+
+// Bind makes the guard of t.
+func (b Binder) Bind(t *dispatch.Table) dispatch.Guard { return &authGuard{b: b, t: t} }
 
 func (*authGuard) Begin(*dispatch.Exchange)                                  {}
 func (*authGuard) Done(context.Context, *dispatch.Exchange, dispatch.Record) {}
 
 // Allow lets the call run when its caller may call the method: known
-// methods use the answer prepared per table; other names are matched
+// methods use the caller's view of the table; other names are matched
 // against the patterns, so a refusal tells nothing about whether the
 // method exists. Calls that did not come through the front door (no
 // caller) may call nothing.
@@ -69,7 +76,7 @@ func (g *authGuard) Allow(x *dispatch.Exchange, name []byte, m *dispatch.Method)
 	switch {
 	case id == nil:
 		return PermissionDenied
-	case m != nil && g.allow[m.Index][id.index]:
+	case m != nil && g.t != nil && id.views.of(id.identity, g.t, g.b.Render).allow[m.Index]:
 		return nil
 	case m == nil && id.allows(string(name)):
 		return nil
@@ -83,7 +90,7 @@ func (g *authGuard) Allow(x *dispatch.Exchange, name []byte, m *dispatch.Method)
 
 // Document is the OpenRPC document x's caller sees: the table's own for
 // an identity that may call every method, otherwise one listing only
-// what it may call, built on first use and kept as long as the table.
+// what it may call, built on first use and kept with its view.
 func (g *authGuard) Document(x *dispatch.Exchange, t *dispatch.Table) ([]byte, *mapping.Error) {
 	id, _ := x.Caller.(*Caller)
 	switch {
@@ -94,27 +101,16 @@ func (g *authGuard) Document(x *dispatch.Exchange, t *dispatch.Table) ([]byte, *
 	case id.all:
 		return t.Document(), nil
 	}
-	v := &g.views[id.index]
-	v.once.Do(func() {
-		for _, m := range t.Methods {
-			if !g.allow[m.Index][id.index] {
-				v.doc = dispatch.NewLazyDocument(func() []byte {
-					return g.b.Render(allowedCatalog{t.Catalog, id})
-				})
-				return
-			}
-		}
-	})
-	if v.doc == nil {
-		return t.Document(), nil
+	if v := id.views.of(id.identity, t, g.b.Render); v.doc != nil {
+		return v.doc.Bytes(), nil
 	}
-	return v.doc.Bytes(), nil
+	return t.Document(), nil
 }
 
 // allowedCatalog is a Catalog with only the methods id may call.
 type allowedCatalog struct {
 	dispatch.Catalog
-	id *Caller
+	id *identity
 }
 
 func (c allowedCatalog) Methods() []protoreflect.MethodDescriptor {

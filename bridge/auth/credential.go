@@ -1,0 +1,203 @@
+package auth
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strings"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
+)
+
+// A Failure says why a request was not authenticated.
+type Failure int
+
+const (
+	OK        Failure = iota
+	Missing           // no credentials at all
+	Invalid           // a credential that matches no identity
+	Malformed         // an Authorization or X-API-Key header that cannot be read
+)
+
+// tokenFailures are the failures of JWTs, one per idp.Reason, from
+// tokenFailures on.
+const tokenFailures Failure = 16
+
+// The failures of JWTs that the front door answers itself.
+const (
+	// TooLarge is a token over 8 KiB (idp.MaxTokenBytes), static or not,
+	// refused before it is parsed.
+	TooLarge = tokenFailures + Failure(idp.TooLarge)
+	// KeysNotLoaded is a JWT of an issuer whose keys have never loaded:
+	// the token may be fine, so the answer is 503, not 401.
+	KeysNotLoaded = tokenFailures + Failure(idp.KeysNotLoaded)
+)
+
+func tokenFailure(r idp.Reason) Failure { return tokenFailures + Failure(r) }
+
+var reasons = [...]string{OK: "", Missing: "missing", Invalid: "invalid", Malformed: "malformed"}
+
+var messages = [...]string{
+	Missing:   "authentication required: send Authorization: Bearer <token>, X-API-Key: <token> or a client certificate",
+	Invalid:   "the credentials are not valid",
+	Malformed: "the Authorization or X-API-Key header is malformed: send exactly one, as Authorization: Bearer <token> or X-API-Key: <token>",
+}
+
+// Reason is f's label in metrics and logs: missing, invalid, malformed,
+// or, for a JWT, the label of its idp.Reason (expired, wrong_audience,
+// ...).
+func (f Failure) Reason() string {
+	if f >= tokenFailures {
+		return idp.Reason(f - tokenFailures).Label()
+	}
+	return reasons[f]
+}
+
+// Message is what the client is told of f: the failed check in plain
+// words, usable as an RFC 6750 error_description.
+func (f Failure) Message() string {
+	if f >= tokenFailures {
+		return idp.Reason(f - tokenFailures).Description()
+	}
+	return messages[f]
+}
+
+// Challenge is the error code of f's RFC 6750 challenge: "" for missing
+// credentials (none is sent), invalid_request for a malformed header,
+// invalid_token for the others.
+func (f Failure) Challenge() string {
+	switch f {
+	case Missing:
+		return ""
+	case Malformed:
+		return "invalid_request"
+	}
+	return "invalid_token"
+}
+
+// WSTokenProtocol prefixes the WebSocket subprotocol that carries a
+// bearer token, for browsers, which cannot send headers with a WebSocket:
+// a page opens new WebSocket(url, ["jsonrpc", WSTokenProtocol +
+// base64url(token)]) and the bridge answers with "jsonrpc" (ws.Protocol).
+// The token travels base64url-encoded without padding, as a subprotocol
+// is a token of RFC 9110 characters.
+const WSTokenProtocol = "base64url.bearer.grpc-jsonrpc-bridge."
+
+// credential returns the bearer token or API key of h, "" if there is
+// none: from Authorization or X-API-Key, or, when neither is sent, from a
+// WebSocket subprotocol (WSTokenProtocol). A token over
+// idp.MaxTokenBytes is TooLarge.
+func credential(h http.Header) (string, Failure) {
+	authz, keys := h.Values("Authorization"), h.Values("X-Api-Key")
+	switch {
+	case len(authz)+len(keys) == 0:
+		return wsToken(h)
+	case len(authz)+len(keys) > 1:
+		return "", Malformed
+	case len(keys) == 1:
+		return checkToken(keys[0])
+	}
+	scheme, token, ok := strings.Cut(authz[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", Malformed
+	}
+	return checkToken(token)
+}
+
+// checkToken returns token if it is a good one.
+func checkToken(token string) (string, Failure) {
+	switch {
+	case len(token) > idp.MaxTokenBytes:
+		return "", TooLarge
+	case !isToken(token):
+		return "", Malformed
+	}
+	return token, OK
+}
+
+// wsToken returns the token a WebSocket upgrade offers as a subprotocol
+// (WSTokenProtocol), "" if none; more than one, or one that is not a
+// base64url token, is malformed.
+func wsToken(h http.Header) (string, Failure) {
+	var token string
+	found := false
+	for _, v := range h.Values("Sec-Websocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			enc, ok := strings.CutPrefix(strings.TrimSpace(p), WSTokenProtocol)
+			if !ok {
+				continue
+			}
+			if found {
+				return "", Malformed
+			}
+			if base64.RawURLEncoding.DecodedLen(len(enc)) > idp.MaxTokenBytes {
+				return "", TooLarge
+			}
+			b, err := base64.RawURLEncoding.DecodeString(enc)
+			if err != nil || !isToken(string(b)) {
+				return "", Malformed
+			}
+			token, found = string(b), true
+		}
+	}
+	return token, OK
+}
+
+// isToken reports whether s is an RFC 6750 b64token: letters, digits and
+// -._~+/ followed by any '='.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	end := len(strings.TrimRight(s, "="))
+	if end == 0 {
+		return false
+	}
+	for i := range end {
+		c := s[i]
+		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// pattern is a method pattern split at its stars.
+type pattern struct {
+	parts []string // literal pieces between the stars
+}
+
+func compilePattern(p string) pattern { return pattern{parts: strings.Split(p, "*")} }
+
+// match reports whether name matches: the first piece is a prefix, the
+// last a suffix, and the pieces between appear in order.
+func (p pattern) match(name string) bool {
+	parts := p.parts
+	if len(parts) == 1 {
+		return name == parts[0]
+	}
+	first, last := parts[0], parts[len(parts)-1]
+	if len(name) < len(first)+len(last) || !strings.HasPrefix(name, first) || !strings.HasSuffix(name, last) {
+		return false
+	}
+	name = name[len(first) : len(name)-len(last)]
+	for _, mid := range parts[1 : len(parts)-1] {
+		i := strings.Index(name, mid)
+		if i < 0 {
+			return false
+		}
+		name = name[i+len(mid):]
+	}
+	return true
+}
+
+// TokenOrigin returns the iss and kid that the token of r names,
+// unverified (see idp.Peek), for the log line of a refusal.
+func TokenOrigin(r *http.Request) (iss, kid string) {
+	token, fail := credential(r.Header)
+	if fail != OK || !idp.LooksLikeJWT(token) {
+		return "", ""
+	}
+	return idp.Peek(token)
+}
