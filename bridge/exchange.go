@@ -78,8 +78,9 @@ func singleCall(body []byte) bool {
 }
 
 // outgoing adds to md, the metadata a request forwards, what the bridge
-// itself tells the backend: the identity (always replacing whatever a
-// client forwarded under that key), the request id, the W3C trace context
+// itself tells the backend: the identity and the claims of its JWT
+// (always replacing whatever a client forwarded under those keys), the
+// request id, the W3C trace context
 // and the client's address appended to x-forwarded-for, as a proxy does.
 // peer is the request's RemoteAddr.
 func (s *Server) outgoing(md metadata.MD, x *exchange, h http.Header, peer string) metadata.MD {
@@ -88,8 +89,16 @@ func (s *Server) outgoing(md metadata.MD, x *exchange, h http.Header, peer strin
 	}
 	key := s.opts.IdentityMetadataKey
 	delete(md, key)
+	if a := s.opts.Auth; a != nil {
+		for _, k := range a.ClaimKeys() {
+			delete(md, k)
+		}
+	}
 	if x.id != nil {
 		md[key] = []string{x.id.Name()}
+		for kv := x.id.Metadata(); len(kv) >= 2; kv = kv[2:] {
+			md[kv[0]] = []string{kv[1]}
+		}
 	}
 	md["x-request-id"] = []string{x.RequestID}
 	delete(md, "traceparent")

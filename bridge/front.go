@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"crypto/rand"
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -35,7 +36,8 @@ var ErrAuthConfig = auth.ErrConfig
 
 // front runs the checks every JSON-RPC request passes before its body is
 // read: the request id, which it returns as a header, and authentication,
-// answering 401 itself. It returns the request's exchange.
+// answering 401 itself (503 for a JWT whose issuer's keys have not
+// loaded yet). It returns the request's exchange.
 func (s *Server) front(w http.ResponseWriter, r *http.Request) (*exchange, bool) {
 	x := &exchange{}
 	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
@@ -43,7 +45,7 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request) (*exchange, bool)
 	if a := s.opts.Auth; a != nil {
 		id, fail := a.Authenticate(r)
 		if fail != auth.OK {
-			s.unauthorized(w, r, x, fail)
+			s.unauthenticated(w, r, x, fail)
 			return nil, false
 		}
 		x.id, x.Caller = id, id
@@ -51,26 +53,47 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request) (*exchange, bool)
 	return x, true
 }
 
-// unauthorized answers 401 with a Bearer challenge (RFC 6750) and a
-// JSON-RPC error as a gRPC UNAUTHENTICATED status is answered.
-func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, x *exchange, fail auth.Failure) {
-	challenge := `Bearer realm=` + strconv.Quote(s.opts.AuthRealm)
-	switch fail {
-	case auth.Invalid:
-		challenge += `, error="invalid_token"`
-	case auth.Malformed:
-		challenge += `, error="invalid_request"`
+// unauthenticated answers a request whose credentials failed: 401 with a
+// Bearer challenge (RFC 6750) naming the failed check, and a JSON-RPC
+// error as a gRPC UNAUTHENTICATED status is answered; or, while the
+// keys of a JWT's issuer have never loaded, 503 with Retry-After and
+// error 14: the token may be fine. Each is counted by reason and logged
+// with the token's iss and kid (never the token).
+func (s *Server) unauthenticated(w http.ResponseWriter, r *http.Request, x *exchange, fail auth.Failure) {
+	s.opts.Metrics.AuthFailure(fail.Reason())
+	var more []slog.Attr
+	if iss, kid := auth.TokenOrigin(r); iss != "" || kid != "" {
+		more = []slog.Attr{slog.String("iss", iss), slog.String("kid", kid)}
 	}
-	w.Header().Set("WWW-Authenticate", challenge)
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		// The body is never read: net/http would wait for it (up to
 		// read_timeout) to reuse the connection. Close it instead.
 		w.Header().Set("Connection", "close")
 	}
+	if fail == auth.KeysNotLoaded {
+		w.Header().Set("Retry-After", strconv.Itoa(keysRetryAfter))
+		e := mapping.StatusError(status.New(codes.Unavailable, fail.Message()), nil)
+		s.refused(r.Context(), x, "keys_not_loaded", fail.Reason(), more...)
+		writeJSON(w, http.StatusServiceUnavailable, wire.AppendError(nil, wire.NullID, e))
+		return
+	}
+	challenge := `Bearer realm=` + strconv.Quote(s.opts.AuthRealm)
+	if code := fail.Challenge(); code != "" {
+		challenge += `, error="` + code + `", error_description="` + fail.Message() + `"`
+	}
+	if s.jwt() {
+		challenge += `, resource_metadata="` + resourceMetadataURL(s.resource(r)) + `"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
 	e := mapping.StatusError(status.New(codes.Unauthenticated, fail.Message()), nil)
-	s.refused(r.Context(), x, "unauthenticated", fail.Reason())
+	s.refused(r.Context(), x, "unauthenticated", fail.Reason(), more...)
 	writeJSON(w, http.StatusUnauthorized, wire.AppendError(nil, wire.NullID, e))
 }
+
+// keysRetryAfter is the Retry-After, in seconds, of a JWT refused while
+// its issuer's keys have not loaded: the bridge tries to load them again
+// within seconds at first.
+const keysRetryAfter = 5
 
 // requestID returns v when it is a usable request id (1 to 128 visible
 // ASCII characters), and a new random one otherwise.

@@ -23,8 +23,9 @@ const maxPooled = 1 << 20
 
 // ServeHTTP serves JSON-RPC at POST / and over WebSocket at GET /ws, MCP
 // at /mcp, the OpenRPC document at GET /openrpc.json, the API explorer at
-// GET /explorer, metrics at GET /metrics, liveness at GET /healthz and
-// readiness at GET /readyz.
+// GET /explorer, metrics at GET /metrics, liveness at GET /healthz,
+// readiness at GET /readyz and, when JWTs authenticate callers, the
+// protected resource metadata at GET /.well-known/oauth-protected-resource.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -70,12 +71,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/readyz":
 		if s.Draining() {
 			serveProbe(w, r, false, s.withDetails(`{"status":"draining","reason":"the bridge is shutting down"}`))
+		} else if reason := s.keysPending(); reason != "" {
+			serveProbe(w, r, false, s.withDetails(`{"status":"loading_keys","reason":`+reason+`}`))
 		} else if s.Ready() {
 			serveProbe(w, r, true, s.withDetails(`{"status":"ready"}`))
 		} else {
 			serveProbe(w, r, false, s.withDetails(`{"status":"discovering","reason":"the backend's services are not discovered yet"}`))
 		}
 	default:
+		if s.isResourceMetadata(r.URL.Path) {
+			s.serveResourceMetadata(w, r) // RFC 9728: see resource.go
+			return
+		}
 		if h := s.opts.Explorer; h != nil && (r.URL.Path == "/explorer" || strings.HasPrefix(r.URL.Path, "/explorer/")) {
 			h.ServeHTTP(w, r) // the API explorer: see bridge/explorer
 			return

@@ -34,8 +34,9 @@ const mcpCallerKey = "Bridge Caller"
 
 // mcpCaller is what the front door learned of an MCP request.
 type mcpCaller struct {
-	id   *auth.Caller // nil when authentication is off
-	peer string       // the request's RemoteAddr
+	id   *auth.Caller  // nil when authentication is off
+	peer string        // the request's RemoteAddr
+	r    *http.Request // the request, whose credentials Hold checks again
 }
 
 // mcpState is the MCP server of a Server, made on first use, and the
@@ -103,7 +104,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := rand.Text()
-	s.mcp.callers.Store(key, &mcpCaller{id: x.id, peer: r.RemoteAddr})
+	s.mcp.callers.Store(key, &mcpCaller{id: x.id, peer: r.RemoteAddr, r: r})
 	defer s.mcp.callers.Delete(key)
 	h := r.Header.Clone()
 	h[mcpCallerKey] = []string{key}
@@ -195,6 +196,16 @@ func (e mcpEngine) identity(h http.Header) (*auth.Caller, bool) {
 		return nil, false
 	}
 	return c.id, true
+}
+
+// Hold holds the credentials of the request of h (see auth.Auth.Hold).
+func (e mcpEngine) Hold(h http.Header) func(context.Context) string {
+	c := e.caller(h)
+	if e.s.opts.Auth == nil || c == nil || c.id == nil {
+		return nil
+	}
+	a, r, id := e.s.opts.Auth, c.r, c.id
+	return func(ctx context.Context) string { return a.Hold(ctx, r, id) }
 }
 
 func (e mcpEngine) Call(ctx context.Context, h http.Header, request []byte) []byte {

@@ -179,6 +179,16 @@ type Options struct {
 	// AuthRealm is the realm of the WWW-Authenticate challenge. Empty
 	// means "grpc-jsonrpc-bridge".
 	AuthRealm string
+	// Resource is the bridge's resource identifier when JWTs authenticate
+	// callers (RFC 8707, RFC 9728): the canonical URL clients ask tokens
+	// for, such as "https://api.example.com/mcp". The protected resource
+	// metadata names it, and every 401 names where that is served. Empty
+	// means the first audience of the first provider when it is an
+	// http(s) URL, else the scheme and Host of each request.
+	Resource string
+	// Scopes are the scopes_supported of the protected resource
+	// metadata; nil leaves them out.
+	Scopes []string
 	// IdentityMetadataKey is the gRPC metadata key under which the
 	// caller's identity reaches the backend; a client's own value under it
 	// is always dropped. Empty means DefaultIdentityMetadataKey.

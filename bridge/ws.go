@@ -51,7 +51,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, x *exchange) {
 		return
 	}
 	defer s.closeWS(key)
-	s.ws.Serve(w, r, &x.Exchange)
+	var hold func(context.Context) string
+	if id := x.id; id != nil {
+		// Closed (1008) once its identity is gone or changed, or its
+		// token expired or lost its key.
+		hold = func(ctx context.Context) string { return s.opts.Auth.Hold(ctx, r, id) }
+	}
+	s.ws.Serve(w, r, &x.Exchange, hold)
 }
 
 // notWebSocket answers 426 to a GET /ws that is not a WebSocket upgrade;

@@ -27,4 +27,6 @@ type Engine interface {
 	Call(ctx context.Context, h http.Header, request []byte) []byte
 	// Stream is Call for a server-streaming method, calling onMessage with the JSON of each response message as it arrives.
 	Stream(ctx context.Context, h http.Header, request []byte, onMessage func(msg json.RawMessage)) []byte
+	// Hold returns, for the request of header h, a function that blocks while its caller's credentials hold and returns why they stopped ("" when its context ends); nil when they never stop (no authentication, stdio). A session ends when the credentials of its latest request stop holding.
+	Hold(h http.Header) func(ctx context.Context) string
 }

@@ -64,6 +64,9 @@ type Server struct {
 	byMethod map[string]string
 
 	listens atomic.Int64 // subscriptions/listen requests being served
+
+	watches sync.Map       // session id -> *watch: the sessions whose credentials are held
+	wg      sync.WaitGroup // the watches' goroutines
 }
 
 // New returns a Server with the tools of e's current methods.
@@ -219,6 +222,7 @@ const refusedText = "PERMISSION_DENIED (gRPC code 7): the caller is not allowed 
 // tell whether the tool exists (as for JSON-RPC).
 func (s *Server) filter(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		s.hold(req)
 		if call, ok := req.(*sdk.CallToolRequest); ok && method == "tools/call" && call.Params != nil &&
 			s.tool(call.Params.Name) == nil && !s.engine.May(header(req.GetExtra()), "*") {
 			return errorResult(refusedText), nil
@@ -256,6 +260,61 @@ func (s *Server) Close() {
 	for ss := range s.sdk.Sessions() {
 		_ = ss.Close()
 	}
+	s.wg.Wait()
+}
+
+// watch holds the credentials of one session's latest request.
+type watch struct {
+	mu     sync.Mutex
+	hold   func(context.Context) string
+	cancel context.CancelFunc // of the hold running, to run the next instead
+}
+
+// hold makes the session of req end once the credentials of its latest
+// request stop holding (Engine.Hold): the first request of a session
+// starts its watch, each later one replaces what it holds.
+func (s *Server) hold(req sdk.Request) {
+	ss, ok := req.GetSession().(*sdk.ServerSession)
+	if !ok || s.opts.Stateless || ss.ID() == "" {
+		return
+	}
+	hold := s.engine.Hold(header(req.GetExtra()))
+	if hold == nil {
+		return
+	}
+	w := &watch{hold: hold}
+	if v, loaded := s.watches.LoadOrStore(ss.ID(), w); loaded {
+		w = v.(*watch)
+		w.mu.Lock()
+		w.hold = hold
+		if w.cancel != nil {
+			w.cancel()
+		}
+		w.mu.Unlock()
+		return
+	}
+	ended, end := context.WithCancel(context.Background())
+	s.wg.Go(func() {
+		_ = ss.Wait()
+		end()
+		s.watches.Delete(ss.ID())
+	})
+	s.wg.Go(func() {
+		for ended.Err() == nil {
+			w.mu.Lock()
+			ctx, cancel := context.WithCancel(ended)
+			hold, w.cancel = w.hold, cancel
+			w.mu.Unlock()
+			reason := hold(ctx)
+			replaced := ctx.Err() != nil
+			cancel()
+			if reason != "" && !replaced {
+				s.opts.Logger.Info("ending an MCP session: its caller's credentials no longer hold", "session", ss.ID(), "reason", reason)
+				_ = ss.Close()
+				return
+			}
+		}
+	})
 }
 
 // quieter logs the SDK's Info records (every session's start and end) at

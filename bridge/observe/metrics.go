@@ -36,6 +36,7 @@ type Metrics struct {
 	callsInFlight    prometheus.Gauge
 	requestsInFlight prometheus.Gauge
 	refused          *prometheus.CounterVec
+	authFailures     *prometheus.CounterVec
 	discovered       *prometheus.GaugeVec
 	lastRefresh      *prometheus.GaugeVec
 	conns            *connCollector
@@ -75,7 +76,11 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "requests_refused_total",
-			Help: "HTTP requests refused before any call ran, by reason: unauthenticated (401), in_flight, rate_limit, body_reads or ws_connections (429), body_too_large (413), body_timeout (408), metadata_too_large (431), bad_header, unreadable_body or bad_encoding (400, 415), method_not_allowed (405), not_websocket (426), not_discovered (503), host_not_allowed or origin_not_allowed (403).",
+			Help: "HTTP requests refused before any call ran, by reason: unauthenticated (401), in_flight, rate_limit, body_reads or ws_connections (429), body_too_large (413), body_timeout (408), metadata_too_large (431), bad_header, unreadable_body or bad_encoding (400, 415), method_not_allowed (405), not_websocket (426), not_discovered or keys_not_loaded (503), host_not_allowed or origin_not_allowed (403).",
+		}, []string{"reason"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "auth_failures_total",
+			Help: "Requests whose credentials were refused, by reason: missing, invalid (a static token or certificate of no identity), malformed, too_large, or for a JWT expired, not_yet_valid, wrong_audience, wrong_issuer, unknown_key, bad_signature, algorithm_not_allowed (HTTP 401), keys_not_loaded (HTTP 503).",
 		}, []string{"reason"}),
 		discovered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: metricPrefix + "discovery_ready",
@@ -91,7 +96,7 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 	}
 	m.discovery = &discoveryCollector{m: m}
 	for _, c := range []prometheus.Collector{m.calls, m.latency, m.batchSize, m.callsInFlight,
-		m.requestsInFlight, m.refused, m.discovery, m.conns, fallbackCollector{fallbackDesc}} {
+		m.requestsInFlight, m.refused, m.authFailures, m.discovery, m.conns, fallbackCollector{fallbackDesc}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -99,8 +104,11 @@ func NewMetrics(reg *prometheus.Registry) (*Metrics, error) {
 	for _, reason := range []string{"unauthenticated", "in_flight", "rate_limit",
 		"body_too_large", "metadata_too_large", "bad_header", "unreadable_body", "bad_encoding", "method_not_allowed",
 		"not_websocket", "not_discovered", "body_timeout", "body_reads", "ws_connections",
-		"host_not_allowed", "origin_not_allowed"} {
+		"host_not_allowed", "origin_not_allowed", "keys_not_loaded"} {
 		m.refused.WithLabelValues(reason)
+	}
+	for _, reason := range AuthFailureReasons() {
+		m.authFailures.WithLabelValues(reason)
 	}
 	m.invalid, m.unknown, m.discover = m.method(labelInvalid), m.method(labelUnknown), m.method("rpc.discover")
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
@@ -250,6 +258,34 @@ func (m *Metrics) Refusal(reason string) {
 	if m != nil {
 		m.refused.WithLabelValues(reason).Inc()
 	}
+}
+
+// AuthFailureReasons are the values of the reason label of
+// jsonrpc_bridge_auth_failures_total (see docs/observability.md).
+func AuthFailureReasons() []string {
+	return []string{"missing", "invalid", "malformed", "too_large", "expired", "not_yet_valid", "wrong_audience",
+		"wrong_issuer", "unknown_key", "bad_signature", "algorithm_not_allowed", "keys_not_loaded"}
+}
+
+// AuthFailure counts a request whose credentials were refused, by the
+// failure's reason (AuthFailureReasons).
+func (m *Metrics) AuthFailure(reason string) {
+	if m != nil {
+		m.authFailures.WithLabelValues(reason).Inc()
+	}
+}
+
+// WatchAuthReloads reports, at every scrape, the reloads of the
+// identities file or of a key set file that failed (a running count):
+// jsonrpc_bridge_auth_reload_errors_total. It fails if called twice.
+func (m *Metrics) WatchAuthReloads(errors func() uint64) error {
+	if m == nil {
+		return nil
+	}
+	return m.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: metricPrefix + "auth_reload_errors_total",
+		Help: "Reloads of auth.file or of a key set file (auth.jwt.jwks_file) that failed to read or validate: the last good identities and keys stay.",
+	}, func() float64 { return float64(errors()) }))
 }
 
 // codeSlots indexes the JSON-RPC codes a call can end with: 0 to 16 (a

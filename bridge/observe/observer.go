@@ -112,11 +112,13 @@ func (g *guard) statsOf(m *Metrics, rec dispatch.Record) *methodStats {
 // (401), in_flight, rate_limit, body_reads or ws_connections (429),
 // body_too_large (413), body_timeout (408), metadata_too_large (431),
 // bad_header, unreadable_body or bad_encoding (400, 415),
-// method_not_allowed (405), not_websocket (426), not_discovered (503),
-// host_not_allowed or origin_not_allowed (403). detail says more for the
-// log line only; it is cut to maxLoggedDetail bytes. identity is empty
-// when the request was refused before it was known.
-func (o Observer) Refused(ctx context.Context, reason, detail, identity, requestID string) {
+// method_not_allowed (405), not_websocket (426), not_discovered or
+// keys_not_loaded (503), host_not_allowed or origin_not_allowed (403).
+// detail says more for the log line only; it is cut to maxLoggedDetail
+// bytes. identity is empty when the request was refused before it was
+// known. more are attributes of the line after those, such as a refused
+// token's iss and kid.
+func (o Observer) Refused(ctx context.Context, reason, detail, identity, requestID string, more ...slog.Attr) {
 	o.Metrics.Refusal(reason)
 	if o.Log == nil {
 		return
@@ -124,10 +126,11 @@ func (o Observer) Refused(ctx context.Context, reason, detail, identity, request
 	if len(detail) > maxLoggedDetail {
 		detail = detail[:maxLoggedDetail]
 	}
-	o.Log.LogAttrs(ctx, slog.LevelInfo, "refused",
+	attrs := append([]slog.Attr{
 		slog.String("reason", reason),
 		slog.String("detail", detail),
 		slog.String("identity", identity),
 		slog.String("request_id", requestID),
-	)
+	}, more...)
+	o.Log.LogAttrs(ctx, slog.LevelInfo, "refused", attrs...)
 }

@@ -129,9 +129,12 @@ func New(opts Options, front Front, engine *dispatch.Engine) *Server {
 
 // Serve upgrades r, which the front door has let in, to a WebSocket
 // connection and serves it until it closes; every call on it runs with
-// x (the upgrade request's identity, metadata and timeout). Once Shutdown
-// has begun it answers 503.
-func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Exchange) {
+// x (the upgrade request's identity, metadata and timeout). hold, if not
+// nil, runs for as long as the connection: when it returns a reason
+// (the caller's credentials stopped holding) the connection is closed
+// with 1008 (policy violation) and that reason. Once Shutdown has begun
+// it answers 503.
+func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Exchange, hold func(context.Context) string) {
 	closing, ok := s.conns.add()
 	if !ok {
 		w.Header().Set("Content-Type", "application/json")
@@ -157,7 +160,27 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Excha
 	// The connection outlives neither the server nor its own context, but
 	// it does outlive the handler's request context once hijacked.
 	c.ctx, c.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
+	if hold != nil {
+		c.wg.Go(func() { c.hold(hold) })
+	}
 	c.serve(closing)
+}
+
+// maxCloseReason bounds the reason of a close frame (RFC 6455 section
+// 5.5: a control frame's payload is at most 125 bytes, 2 of the status).
+const maxCloseReason = 123
+
+// hold closes the connection with 1008 when hold returns a reason.
+func (c *wsConn) hold(hold func(context.Context) string) {
+	reason := hold(c.ctx)
+	if reason == "" || c.ctx.Err() != nil {
+		return
+	}
+	if len(reason) > maxCloseReason {
+		reason = reason[:maxCloseReason]
+	}
+	c.s.opts.Logger.Info("closing a WebSocket connection: its caller's credentials no longer hold", "reason", reason)
+	c.ws.Close(websocket.StatusPolicyViolation, reason)
 }
 
 // Shutdown refuses new connections with HTTP 503 and closes every

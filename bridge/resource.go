@@ -1,0 +1,105 @@
+package bridge
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// This file is the bridge as an OAuth 2.0 protected resource (RFC 9728,
+// and MCP's authorization, which builds on it) when JWTs authenticate
+// callers: the metadata document that tells clients where tokens come
+// from, served unauthenticated at /.well-known/oauth-protected-resource
+// (and that path followed by the resource's, and by /mcp), which the
+// challenge of every 401 names in its resource_metadata.
+
+// wellKnownResource is the path of the protected resource metadata.
+const wellKnownResource = "/.well-known/oauth-protected-resource"
+
+// jwt reports whether JWTs of identity providers authenticate callers.
+func (s *Server) jwt() bool { return s.opts.Auth != nil && len(s.opts.Auth.Issuers()) > 0 }
+
+// resource is the bridge's resource identifier (RFC 8707, RFC 9728):
+// Options.Resource, else the first audience of the first provider when
+// it is an http(s) URL, else the origin r reached.
+func (s *Server) resource(r *http.Request) string {
+	if s.opts.Resource != "" {
+		return s.opts.Resource
+	}
+	if ps := s.opts.Auth.Providers(); len(ps) > 0 {
+		if aud := ps[0].Audiences()[0]; httpURL(aud) {
+			return aud
+		}
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + "/"
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.RawQuery == "" && u.Fragment == ""
+}
+
+// resourceMetadataURL is where the metadata of resource is served (RFC
+// 9728 section 3.1): the well-known path between its host and its path.
+func resourceMetadataURL(resource string) string {
+	u, err := url.Parse(resource)
+	if err != nil {
+		return resource
+	}
+	return u.Scheme + "://" + u.Host + wellKnownResource + strings.TrimSuffix(u.EscapedPath(), "/")
+}
+
+// isResourceMetadata reports whether path is one the metadata is served
+// at: the well-known path alone, followed by /mcp, or followed by the
+// path of Options.Resource.
+func (s *Server) isResourceMetadata(path string) bool {
+	rest, ok := strings.CutPrefix(path, wellKnownResource)
+	if !ok || !s.jwt() {
+		return false
+	}
+	if rest == "" || rest == "/" || rest == "/mcp" {
+		return true
+	}
+	u, err := url.Parse(s.opts.Resource)
+	return err == nil && rest == strings.TrimSuffix(u.EscapedPath(), "/")
+}
+
+// resourceMetadata is the protected resource metadata document.
+type resourceMetadata struct {
+	Resource               string   `json:"resource"`
+	AuthorizationServers   []string `json:"authorization_servers"`
+	BearerMethodsSupported []string `json:"bearer_methods_supported"`
+	ScopesSupported        []string `json:"scopes_supported,omitempty"`
+	ResourceName           string   `json:"resource_name"`
+}
+
+// serveResourceMetadata serves the metadata document to anyone (it says
+// only where tokens come from), cacheable and readable by any page.
+func (s *Server) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method not allowed"}`))
+		return
+	}
+	doc, err := json.Marshal(resourceMetadata{
+		Resource:               s.resource(r),
+		AuthorizationServers:   s.opts.Auth.Issuers(),
+		BearerMethodsSupported: []string{"header"},
+		ScopesSupported:        s.opts.Scopes,
+		ResourceName:           "grpc-jsonrpc-bridge",
+	})
+	if err != nil {
+		s.log.Error("cannot encode the protected resource metadata", "error", err)
+		writeJSON(w, http.StatusInternalServerError, []byte(`{"error":"internal error"}`))
+		return
+	}
+	h := w.Header()
+	h.Set("Cache-Control", "public, max-age=3600")
+	h.Set("Access-Control-Allow-Origin", "*")
+	writeJSON(w, http.StatusOK, doc)
+}
