@@ -21,8 +21,20 @@ type Identity struct {
 	// ClientCerts are "cn:", "dns:", "uri:" or "email:" names of client
 	// certificates.
 	ClientCerts []string `yaml:"client_certs"`
+	// JWT selects the verified JWTs that authenticate as the identity.
+	JWT *JWTSelector `yaml:"jwt"`
 	// Allow are the method patterns the identity may call.
 	Allow []string `yaml:"allow"`
+}
+
+// JWTSelector matches verified JWTs by their claims (see auth.Selector).
+type JWTSelector struct {
+	// Issuer, if set, is the iss of the tokens it matches.
+	Issuer string `yaml:"issuer"`
+	// Subjects, if set, lists the sub values it matches.
+	Subjects []string `yaml:"subjects"`
+	// Claims are claim values every matched token carries.
+	Claims map[string]string `yaml:"claims"`
 }
 
 // LoadIdentities reads an identities file: a mapping whose only key,
@@ -32,6 +44,12 @@ func LoadIdentities(path string) ([]Identity, error) {
 	if err != nil {
 		return nil, errors.New(readError(err))
 	}
+	return ParseIdentities(path, data)
+}
+
+// ParseIdentities reads data, the identities file at path, as
+// LoadIdentities does.
+func ParseIdentities(path string, data []byte) ([]Identity, error) {
 	var f struct {
 		Identities []Identity `yaml:"identities"`
 	}
@@ -58,6 +76,7 @@ func (s Settings) validateGuard() []error {
 			bad("auth.file", "%v", err)
 		}
 	}
+	errs = append(errs, s.validateJWT()...)
 	if k := s.Auth.IdentityMetadataKey; !validMetadataKey(k) {
 		bad("auth.identity_metadata_key", "want a lower-case gRPC metadata key of a-z, 0-9, -, _ and ., not starting with grpc- nor ending in -bin, got %q", k)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -30,6 +31,12 @@ var packageDefaults = map[string]struct {
 	"max_metadata_bytes":            {bridge.DefaultMaxMetadataBytes, "bridge.DefaultMaxMetadataBytes"},
 	"emit_unpopulated":              {false, "bridge.Options.EmitUnpopulated false"},
 	"auth.identity_metadata_key":    {bridge.DefaultIdentityMetadataKey, "bridge.DefaultIdentityMetadataKey"},
+	"auth.jwt.clock_skew":           {idp.DefaultClockSkew, "idp.DefaultClockSkew"},
+	"auth.jwt.jwks_refresh":         {idp.DefaultRefresh, "idp.DefaultRefresh"},
+	"auth.jwt.algorithms":           {[]string(nil), "idp.Options.Algorithms nil: every asymmetric one"},
+	"auth.jwt.jwks_url":             {"", "idp.Options.JWKSURL empty: OIDC discovery"},
+	"auth.resource":                 {"", "bridge.Options.Resource empty: the first audience when it is a URL"},
+	"auth.jwt.scopes":               {[]string(nil), "bridge.Options.Scopes nil: none listed"},
 	"max_in_flight":                 {bridge.DefaultMaxInFlight, "bridge.DefaultMaxInFlight"},
 	"max_response_bytes":            {bridge.DefaultMaxResponseBytes, "bridge.DefaultMaxResponseBytes"},
 	"rate_limit":                    {0, "bridge.Options.RateLimit zero: off"},
@@ -70,6 +77,12 @@ var packageDefaults = map[string]struct {
 // no package has one to agree with.
 var commandDefaults = map[string]string{
 	"backend":                      "no default backend",
+	"auth.jwt.issuer":              "no default identity provider",
+	"auth.jwt.audiences":           "no default audience: the operator names the bridge",
+	"auth.jwt.jwks_file":           "no default key set file",
+	"auth.jwt.ca_file":             "the system's roots, as for backends",
+	"auth.jwt.claims_metadata":     "no claim is forwarded unless the operator says",
+	"auth.jwt_providers":           "no default identity provider",
 	"backends":                     "no default backend",
 	"listen":                       "the command's listener",
 	"tls.cert_file":                "the command's listener",

@@ -82,6 +82,8 @@ func register(flags *pflag.FlagSet, keep func(name string) bool) {
 			fs.Duration(name, *p, usage)
 		case *[]string:
 			fs.StringSlice(name, *p, usage+"; comma-separated")
+		case *map[string]string:
+			fs.StringToString(name, *p, usage+"; comma-separated")
 		default:
 			panic(fmt.Sprintf("config: setting %s has unsupported type %T", k.name, p))
 		}
@@ -137,6 +139,7 @@ func Load(flags *pflag.FlagSet, checks ...func(Settings) []error) (Settings, err
 				Reason: fmt.Sprintf("want %s, got %q", describe(p), fmt.Sprint(v.Get(k.name)))})
 		}
 	}
+	errs = append(errs, loadJWTProviders(v, &s)...)
 	s.normalize()
 	// A key that failed to decode kept its default, so Validate reports
 	// only the other problems.
@@ -296,6 +299,8 @@ func describe(p any) string {
 		return `a duration with a unit, such as "30s"`
 	case *[]string:
 		return "a list of strings"
+	case *map[string]string:
+		return "a mapping of strings (key=value,... in flags and variables)"
 	default:
 		return "a string"
 	}
@@ -307,6 +312,9 @@ func describe(p any) string {
 func strictHook(_, to reflect.Type, data any) (any, error) {
 	if str, ok := data.(string); ok && to == reflect.TypeFor[[]string]() {
 		return splitList(str), nil
+	}
+	if str, ok := data.(string); ok && to == reflect.TypeFor[map[string]string]() {
+		return splitMap(str)
 	}
 	switch to.Kind() {
 	case reflect.Int, reflect.Int64:
@@ -338,15 +346,33 @@ func splitList(s string) []string {
 	return out
 }
 
+// splitMap splits a comma-separated list of key=value, as given in the
+// environment.
+func splitMap(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range splitList(s) {
+		k, v, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not key=value", item)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
 // normalize makes empty lists nil, however they were given.
 func (s *Settings) normalize() {
 	for _, l := range []*[]string{&s.Metadata.RequestHeaders, &s.Metadata.ResponseHeaders,
-		&s.Descriptors.Proto, &s.Descriptors.ImportPath, &s.OpenRPC.Servers, &s.Streaming.WSOriginPatterns} {
+		&s.Descriptors.Proto, &s.Descriptors.ImportPath, &s.OpenRPC.Servers, &s.Streaming.WSOriginPatterns,
+		&s.Auth.JWT.Audiences, &s.Auth.JWT.Algorithms, &s.Auth.JWT.Scopes} {
 		if len(*l) == 0 {
 			*l = nil
 		}
 	}
 	s.Origins.normalize()
+	if len(s.Auth.JWT.ClaimsMetadata) == 0 {
+		s.Auth.JWT.ClaimsMetadata = nil
+	}
 	for i := range s.Backends {
 		b := &s.Backends[i]
 		for _, l := range []*[]string{&b.Include, &b.Exclude} {

@@ -43,6 +43,16 @@ func renderYAML(s Settings, ks []key) ([]byte, error) {
 			if *p == nil {
 				val = []Backend{}
 			}
+		case *[]JWT:
+			val = *p
+			if *p == nil {
+				val = []JWT{}
+			}
+		case *map[string]string:
+			val = *p
+			if *p == nil {
+				val = map[string]string{}
+			}
 		case *int:
 			val = *p
 		case *int64:

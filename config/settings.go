@@ -165,12 +165,25 @@ const MinKeepaliveTime = 10 * time.Second
 
 // Auth are the authentication settings.
 type Auth struct {
-	// File is a YAML file of identities (see LoadIdentities); empty turns
-	// authentication off.
+	// File is a YAML file of identities (see LoadIdentities); empty (and
+	// no JWT issuer) turns authentication off. It is reread when it
+	// changes and on SIGHUP.
 	File string
 	// IdentityMetadataKey is the gRPC metadata key of the caller's identity.
 	IdentityMetadataKey string
+	// JWT is an identity provider whose JWTs authenticate callers; its
+	// issuer turns it on.
+	JWT JWT
+	// Providers are more identity providers (auth.jwt_providers, file
+	// only).
+	Providers []JWT
+	// Resource is the bridge's resource identifier of RFC 9728 (its
+	// canonical URL); empty means the first audience when it is a URL.
+	Resource string
 }
+
+// KeyJWTProviders is the key of the list of more identity providers.
+const KeyJWTProviders = "auth.jwt_providers"
 
 // ListenerTLS are the HTTPS settings of the listener. Certificate files are
 // reread when they change.
@@ -310,7 +323,8 @@ func Defaults() Settings {
 		LogFormat:        "text",
 		ShutdownTimeout:  15 * time.Second,
 
-		Auth:              Auth{IdentityMetadataKey: bridge.DefaultIdentityMetadataKey},
+		Auth: Auth{IdentityMetadataKey: bridge.DefaultIdentityMetadataKey,
+			JWT: JWT{ClockSkew: DefaultClockSkew, JWKSRefresh: DefaultJWKSRefresh}},
 		MaxInFlight:       bridge.DefaultMaxInFlight,
 		MaxResponseBytes:  bridge.DefaultMaxResponseBytes,
 		ReadHeaderTimeout: 10 * time.Second,
