@@ -84,7 +84,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	if len(sources) == 1 {
 		conn = sources[0].Conn
 	}
-	auth, err := newAuth(s)
+	auth, err := newAuth(s, log)
 	if err != nil {
 		return usageError(err)
 	}
@@ -92,7 +92,12 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	if err != nil {
 		return failure(err)
 	}
-	store, err := newRateLimitStore(s, auth, metrics, log)
+	if auth.auth != nil {
+		if err := metrics.WatchAuthReloads(auth.files.Errors); err != nil {
+			return failure(err)
+		}
+	}
+	store, err := newRateLimitStore(s, auth.auth, metrics, log)
 	if err != nil {
 		return usageError(err)
 	}
@@ -108,7 +113,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 		MaxCallTimeout:   s.MaxCallTimeout,
 		Metadata:         bridge.Metadata{RequestHeaders: s.Metadata.RequestHeaders, ResponseHeaders: s.Metadata.ResponseHeaders},
 		MaxMetadataBytes: s.MaxMetadataBytes,
-		ReadinessDetails: withStoreDetails(readiness(s, watcher, sources), store),
+		ReadinessDetails: withAuthDetails(withStoreDetails(readiness(s, watcher, sources), store), auth),
 		EmitUnpopulated:  s.EmitUnpopulated,
 		Document:         documentInfo(s, dialable(lis.Addr())),
 		Logger:           log,
@@ -134,6 +139,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 			onReady(lis.Addr())
 		}
 	}
+	wg.Go(func() { auth.run(ctx) }) // the providers' keys, and reloads of the files as they change
 	discovered := make(chan error, 1)
 	wg.Go(func() {
 		if files != nil {
@@ -156,6 +162,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 			case <-ctx.Done():
 				return
 			case <-hup:
+				auth.reload()
 				if files != nil {
 					log.Info("SIGHUP: rereading the descriptor files")
 					if reloadDescriptors(ctx, s, srv, log) {

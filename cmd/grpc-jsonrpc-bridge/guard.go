@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,30 +18,6 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
-
-// newAuth reads the identities of s.Auth.File; nil when authentication is
-// off. Errors name the auth.file key.
-func newAuth(s config.Settings) (*bridge.Auth, error) {
-	if s.Auth.File == "" {
-		return nil, nil
-	}
-	bad := func(err error) error {
-		return &config.KeyError{Key: "auth.file", Err: config.ErrInvalidValue, Reason: err.Error()}
-	}
-	ids, err := config.LoadIdentities(s.Auth.File)
-	if err != nil {
-		return nil, bad(err)
-	}
-	out := make([]bridge.Identity, len(ids))
-	for i, id := range ids {
-		out[i] = bridge.Identity{Name: id.Name, Tokens: id.Tokens, ClientCerts: id.ClientCerts, Allow: id.Allow}
-	}
-	a, err := bridge.NewAuth(out)
-	if err != nil {
-		return nil, bad(fmt.Errorf("%s: %w", s.Auth.File, err))
-	}
-	return a, nil
-}
 
 // newMetrics creates the metrics of the bridge in a registry of their own,
 // with the Go runtime and process collectors, the backends' connection
@@ -95,8 +70,10 @@ func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *brid
 
 // guardOptions fills the authentication, limit and observability options
 // of o from s.
-func guardOptions(o bridge.Options, s config.Settings, auth *bridge.Auth, m *bridge.Metrics, access *slog.Logger, store *redislimit.Limiter) bridge.Options {
-	o.Auth = auth
+func guardOptions(o bridge.Options, s config.Settings, auth *authentication, m *bridge.Metrics, access *slog.Logger, store *redislimit.Limiter) bridge.Options {
+	if auth != nil {
+		o = auth.options(o, s)
+	}
 	o.IdentityMetadataKey = s.Auth.IdentityMetadataKey
 	o.MaxInFlight = s.MaxInFlight
 	o.MaxResponseBytes = s.MaxResponseBytes

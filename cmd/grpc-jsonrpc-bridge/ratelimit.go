@@ -63,27 +63,35 @@ func withStoreDetails(details func() any, lim *redislimit.Limiter) func() any {
 	if lim == nil {
 		return details
 	}
-	return func() any { return storeDetails{inner: details(), store: lim.Status()} }
+	return withMember(details, "rate_limit_store", func() any { return lim.Status() })
 }
 
-type storeDetails struct {
-	inner any
-	store redislimit.Status
+// withMember adds to the /readyz details of details the member name,
+// whose value member gives at each probe.
+func withMember(details func() any, name string, member func() any) func() any {
+	return func() any { return detailsWith{inner: details(), name: name, member: member()} }
 }
 
-func (d storeDetails) MarshalJSON() ([]byte, error) {
+type detailsWith struct {
+	inner  any
+	name   string
+	member any
+}
+
+func (d detailsWith) MarshalJSON() ([]byte, error) {
 	inner, err := json.Marshal(d.inner)
 	if err != nil {
 		return nil, err
 	}
-	store, err := json.Marshal(d.store)
+	member, err := json.Marshal(d.member)
 	if err != nil {
 		return nil, err
 	}
+	name, _ := json.Marshal(d.name)
 	if len(inner) < 2 || inner[0] != '{' {
-		return json.Marshal(map[string]json.RawMessage{"details": inner, "rate_limit_store": store})
+		return json.Marshal(map[string]json.RawMessage{"details": inner, d.name: member})
 	}
-	out := append([]byte(`{"rate_limit_store":`), store...)
+	out := append(append(append([]byte(`{`), name...), ':'), member...)
 	if len(inner) > 2 {
 		out = append(out, ',')
 	}

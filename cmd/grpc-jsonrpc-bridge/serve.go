@@ -19,7 +19,8 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Serve JSON-RPC in front of gRPC backends",
 		Long: "serve discovers the backends' services by server reflection (retrying until they\n" +
 			"answer; /readyz turns 200 then) and serves JSON-RPC at POST / until SIGINT or\n" +
-			"SIGTERM. SIGHUP rediscovers the services. Settings come from flags, BRIDGE_*\n" +
+			"SIGTERM. SIGHUP rediscovers the services and rereads auth.file and the key set\n" +
+			"files (which are also reread when they change). Settings come from flags, BRIDGE_*\n" +
 			"variables and --config FILE, highest first; several backends, each with its own\n" +
 			"TLS, are configured in the file. A backend without reflection is described by\n" +
 			"--protoset FILE or --proto FILE -I DIR instead: /readyz is 200 at once, and\n" +
