@@ -1,0 +1,483 @@
+package bridge_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
+)
+
+// selectorIdentities are identities chosen by their tokens' claims.
+var selectorIdentities = []bridge.Identity{
+	{Name: "billing-bot", JWT: &auth.Selector{Subjects: []string{"svc-billing"}}, Allow: []string{"helloworld.*"}},
+	{Name: "billing-admins", JWT: &auth.Selector{Claims: map[string]string{"groups": "billing-admins"}}, Allow: []string{"*"}},
+	{Name: "writers", JWT: &auth.Selector{Claims: map[string]string{"scope": "bridge:write"}}, Allow: []string{"test.v1.TestService.Echo"}},
+}
+
+// TestJWTCallers: a verified token takes the first identity whose
+// selector matches, with its allow list; its claims reach the backend as
+// the metadata claims_metadata names (a client's own values dropped) and
+// its token does not; one no selector matches may call nothing and sees
+// no method in rpc.discover, GET /openrpc.json or MCP's tools/list.
+func TestJWTCallers(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	key := newTestKey(t, "ES256")
+	k.publish(key)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url, ClockSkew: time.Second}, selectorIdentities, bridge.Options{},
+		map[string]string{"sub": "x-user-sub", "email": "x-user-email"})
+	awaitLoaded(t, b.provider)
+
+	echo := `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Echo","params":{"f_string":"x"}}`
+	tests := []struct {
+		name     string
+		claims   jwt.MapClaims
+		identity string
+		hello    int // the JSON-RPC code of SayHello (0: a result)
+		echo     int
+	}{
+		{"by subject", jwt.MapClaims{"email": "bot@example.com"}, "billing-bot", 0, 7},
+		{"by an array claim", jwt.MapClaims{"sub": "alice", "groups": []string{"staff", "billing-admins"}}, "billing-admins", 0, 0},
+		{"by a scope among others", jwt.MapClaims{"sub": "carol", "scope": "bridge:read bridge:write"}, "writers", 7, 0},
+		{"the first that matches", jwt.MapClaims{"groups": []string{"billing-admins"}}, "billing-bot", 0, 7},
+		{"none matches", jwt.MapClaims{"sub": "mallory", "groups": "billing-admins-not", "scope": "bridge:writer"}, auth.Unmatched, 7, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sub := "svc-billing"
+			if s, ok := tt.claims["sub"].(string); ok {
+				sub = s
+			}
+			token := sign(t, key, k.claims(sub, tt.claims), nil)
+			for _, c := range []struct {
+				body string
+				want int
+			}{{sayHello, tt.hello}, {echo, tt.echo}} {
+				h := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + token},
+					"Grpc-Metadata-X-User-Sub": {"forged"}, "Grpc-Metadata-X-Bridge-Identity": {"forged"}}
+				resp, body := postAs(t, b.url, h, c.body)
+				var reply struct {
+					Error *struct{ Code int }
+				}
+				json.Unmarshal(body, &reply)
+				got := 0
+				if reply.Error != nil {
+					got = reply.Error.Code
+				}
+				if resp.StatusCode != 200 || got != c.want {
+					t.Errorf("%s: got HTTP %d %s, want code %d", c.body, resp.StatusCode, body, c.want)
+				}
+			}
+			for _, call := range b.rec.take() {
+				if got := call.md.Get("x-bridge-identity"); !slices.Equal(got, []string{tt.identity}) {
+					t.Errorf("identity metadata %v, want %s", got, tt.identity)
+				}
+				if got := call.md.Get("x-user-sub"); !slices.Equal(got, []string{sub}) {
+					t.Errorf("x-user-sub %v, want [%s]", got, sub)
+				}
+				if email, _ := tt.claims["email"].(string); email != "" && !slices.Equal(call.md.Get("x-user-email"), []string{email}) {
+					t.Errorf("x-user-email %v, want [%s]", call.md.Get("x-user-email"), email)
+				}
+				if got := call.md.Get("authorization"); len(got) != 0 {
+					t.Errorf("the token reached the backend: %v", got)
+				}
+			}
+		})
+	}
+
+	// The caller no selector matches sees nothing.
+	nobody := sign(t, key, k.claims("mallory", nil), nil)
+	_, body := postToken(t, b.url, nobody, `{"jsonrpc":"2.0","id":1,"method":"rpc.discover"}`)
+	var doc struct {
+		Result struct{ Methods []any }
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || len(doc.Result.Methods) != 0 {
+		t.Errorf("rpc.discover of an unmatched token: %s, want no methods", body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, b.url+"/openrpc.json", nil)
+	req.Header.Set("Authorization", "Bearer "+nobody)
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc.Result.Methods = nil
+	json.NewDecoder(resp.Body).Decode(&doc.Result)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(doc.Result.Methods) != 0 {
+		t.Errorf("GET /openrpc.json of an unmatched token: %d with %d methods, want 200 with none", resp.StatusCode, len(doc.Result.Methods))
+	}
+	if names := toolNames(t, mustConnectMCP(t, b.url, nobody)); len(names) != 0 {
+		t.Errorf("MCP tools/list of an unmatched token: %v, want none", names)
+	}
+	if names := toolNames(t, mustConnectMCP(t, b.url, sign(t, key, k.claims("svc-billing", nil), nil))); !slices.Equal(names, []string{toolHello}) {
+		t.Errorf("MCP tools/list of billing-bot: %v, want [%s]", names, toolHello)
+	}
+	if !strings.Contains(b.log.String(), "identity=billing-bot") {
+		t.Errorf("the access log does not name the identity of a token")
+	}
+}
+
+// TestJWTOverWebSocket: a token authenticates a WebSocket upgrade, in the
+// Authorization header or as the subprotocol browsers use.
+func TestJWTOverWebSocket(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	key := newTestKey(t, "EdDSA")
+	k.publish(key)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url}, selectorIdentities, bridge.Options{}, nil)
+	awaitLoaded(t, b.provider)
+	token := sign(t, key, k.claims("svc-billing", nil), nil)
+	for _, opts := range []*websocket.DialOptions{
+		{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}},
+		{Subprotocols: []string{"jsonrpc", auth.WSTokenProtocol + b64(token)}},
+	} {
+		ws := dialWSWith(t, b.env, opts)
+		ws.send(sayHello)
+		if r := ws.recv(); r["result"] == nil {
+			t.Errorf("SayHello over WebSocket: %v", r)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	_, resp, err := websocket.Dial(ctx, b.url+"/ws", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token + "x"}}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a bad token on the upgrade: got %v %v, want 401", resp, err)
+	}
+}
+
+// TestKeysNotLoaded: with the identity provider down at start, /readyz
+// answers 503 naming it, static tokens work and JWTs get 503 with
+// Retry-After and error 14 (not 401: the token may be fine); once the
+// provider is up they work, without a restart.
+func TestKeysNotLoaded(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	key := newTestKey(t, "RS256")
+	k.publish(key)
+	k.down.Store(true)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url}, selectorIdentities, bridge.Options{}, nil)
+	eventually(t, "a failed fetch", func() bool { return k.fetches.Load() > 0 || b.provider.Status().LastError != "" })
+
+	status, body := b.do(t, http.MethodGet, "/readyz", "", "")
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), k.url) {
+		t.Errorf("readyz before the keys: %d %s, want 503 naming %s", status, body, k.url)
+	}
+	if resp, body := postToken(t, b.url, callers[0].token, sayHello); resp.StatusCode != 200 || !strings.Contains(string(body), `"result"`) {
+		t.Errorf("a static token before the keys: %d %s", resp.StatusCode, body)
+	}
+	token := sign(t, key, k.claims("svc-billing", nil), nil)
+	resp, body := postToken(t, b.url, token, sayHello)
+	var reply struct{ Error struct{ Code int } }
+	json.Unmarshal(body, &reply)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || reply.Error.Code != 14 {
+		t.Errorf("a JWT before the keys: %d Retry-After %q %s, want 503 with Retry-After and error 14", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if got := b.counter(t, "jsonrpc_bridge_auth_failures_total", "keys_not_loaded"); got != 1 {
+		t.Errorf("keys_not_loaded failures: %v, want 1", got)
+	}
+	if calls := b.rec.take(); len(calls) != 1 { // the static token's
+		t.Errorf("backend calls: %d, want 1", len(calls))
+	}
+
+	k.down.Store(false)
+	eventually(t, "the keys loaded once the provider is up", b.provider.Loaded)
+	if resp, body := postToken(t, b.url, token, sayHello); resp.StatusCode != 200 || !strings.Contains(string(body), `"result"`) {
+		t.Errorf("the JWT once the keys loaded: %d %s", resp.StatusCode, body)
+	}
+	if status, body := b.do(t, http.MethodGet, "/readyz", "", ""); status != 200 {
+		t.Errorf("readyz once the keys loaded: %d %s", status, body)
+	}
+}
+
+// TestProviderDownMidRun: an outage after the keys loaded keeps them:
+// tokens (new ones too) still verify, /readyz stays 200, and the
+// provider's status says the keys are stale.
+func TestProviderDownMidRun(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	key := newTestKey(t, "ES384")
+	k.publish(key)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url, Refresh: 20 * time.Millisecond}, selectorIdentities, bridge.Options{}, nil)
+	awaitLoaded(t, b.provider)
+	k.down.Store(true)
+	eventually(t, "a failed refresh", func() bool { return b.provider.Status().State == "stale" })
+	for i := range 3 {
+		token := sign(t, key, k.claims("svc-billing", jwt.MapClaims{"jti": i}), nil)
+		if resp, body := postToken(t, b.url, token, sayHello); resp.StatusCode != 200 || !strings.Contains(string(body), `"result"`) {
+			t.Errorf("a new token during the outage: %d %s", resp.StatusCode, body)
+		}
+	}
+	if status, body := b.do(t, http.MethodGet, "/readyz", "", ""); status != 200 {
+		t.Errorf("readyz during the outage: %d %s, want 200", status, body)
+	}
+	if st := b.provider.Status(); st.LastError == "" || st.KeyCount != 1 {
+		t.Errorf("status during the outage: %+v, want the error and the last key", st)
+	}
+}
+
+// TestUnknownKeyFlood: 1,000 tokens of random key ids, at once, reach
+// the provider with one fetch at most (one per 30 s); each is refused
+// unknown_key within the 2 s a call waits for that fetch.
+func TestUnknownKeyFlood(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	key := newTestKey(t, "ES256")
+	k.publish(key)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url}, selectorIdentities, bridge.Options{}, nil)
+	awaitLoaded(t, b.provider)
+	before := k.fetches.Load()
+	attacker := newTestKey(t, "ES256")
+	const n, workers = 1000, 32
+	tokens := make(chan string, n)
+	for range n {
+		attacker.kid = "random-" + rand.Text()
+		tokens <- sign(t, attacker, k.claims("svc-billing", nil), nil)
+	}
+	close(tokens)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var slowest time.Duration
+	refused := 0
+	for range workers {
+		wg.Go(func() {
+			for tok := range tokens {
+				start := time.Now()
+				resp, _ := postToken(t, b.url, tok, sayHello)
+				d := time.Since(start)
+				mu.Lock()
+				slowest = max(slowest, d)
+				if resp.StatusCode == 401 && challengeParam(resp.Header.Get("WWW-Authenticate"), "error_description") == "the token is signed with an unknown key" {
+					refused++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if refused != n {
+		t.Errorf("%d of %d refused as unknown_key", refused, n)
+	}
+	if got := k.fetches.Load() - before; got > 1 {
+		t.Errorf("the flood made %d fetches of the key set, want at most 1", got)
+	}
+	if slowest > 5*time.Second {
+		t.Errorf("the slowest call took %s: calls wait at most 2 s for a refetch", slowest)
+	}
+	if calls := b.rec.take(); len(calls) != 0 {
+		t.Errorf("the backend was called %d times", len(calls))
+	}
+}
+
+// TestKeyRotation: a token of a key the provider has just published
+// verifies at once (one refetch), and a key the key set no longer lists
+// stops verifying at the next refresh, even for a token verified (and
+// cached) before.
+func TestKeyRotation(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	old := newTestKey(t, "PS256")
+	k.publish(old)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url, Refresh: time.Hour, RefetchInterval: time.Hour}, selectorIdentities, bridge.Options{}, nil)
+	awaitLoaded(t, b.provider)
+	oldToken := sign(t, old, k.claims("svc-billing", nil), nil)
+	if resp, body := postToken(t, b.url, oldToken, sayHello); resp.StatusCode != 200 {
+		t.Fatalf("the old key's token: %d %s", resp.StatusCode, body)
+	}
+	next := newTestKey(t, "ES256")
+	k.rotate(next) // the old key is dropped
+	before := k.fetches.Load()
+	newToken := sign(t, next, k.claims("svc-billing", nil), nil)
+	if resp, body := postToken(t, b.url, newToken, sayHello); resp.StatusCode != 200 || !strings.Contains(string(body), `"result"`) {
+		t.Errorf("the new key's token: %d %s", resp.StatusCode, body)
+	}
+	if got := k.fetches.Load() - before; got != 1 {
+		t.Errorf("fetches for the new key: %d, want 1", got)
+	}
+	resp, _ := postToken(t, b.url, oldToken, sayHello)
+	if resp.StatusCode != 401 || challengeParam(resp.Header.Get("WWW-Authenticate"), "error_description") != "the token is signed with an unknown key" {
+		t.Errorf("the cached token of a dropped key: got %d %q, want 401 unknown key", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// TestDroppedKeyAtRefresh: the periodic refresh that drops a key ends
+// the cached tokens of that key.
+func TestDroppedKeyAtRefresh(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	old, next := newTestKey(t, "RS256"), newTestKey(t, "RS256")
+	k.publish(old, next)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url, Refresh: 20 * time.Millisecond, RefetchInterval: time.Hour}, selectorIdentities, bridge.Options{}, nil)
+	awaitLoaded(t, b.provider)
+	token := sign(t, old, k.claims("svc-billing", nil), nil)
+	if resp, body := postToken(t, b.url, token, sayHello); resp.StatusCode != 200 {
+		t.Fatalf("before the drop: %d %s", resp.StatusCode, body)
+	}
+	k.rotate(next)
+	eventually(t, "the cached token of the dropped key refused", func() bool {
+		resp, _ := postToken(t, b.url, token, sayHello)
+		return resp.StatusCode == 401
+	})
+	if resp, _ := postToken(t, b.url, sign(t, next, k.claims("svc-billing", nil), nil), sayHello); resp.StatusCode != 200 {
+		t.Errorf("the kept key's token: %d", resp.StatusCode)
+	}
+}
+
+// closeStatus reads from ws until it closes and returns the close status
+// and reason, or fails after within.
+func closeStatus(t *testing.T, ws *wsClient, within time.Duration) (websocket.StatusCode, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for {
+		_, _, err := ws.c.Read(ctx)
+		if err == nil {
+			continue
+		}
+		var ce websocket.CloseError
+		if errors.As(err, &ce) {
+			return ce.Code, ce.Reason
+		}
+		t.Fatalf("the connection did not close within %s: %v", within, err)
+	}
+}
+
+// TestWebSocketClosesWhenTokenExpires: an open WebSocket whose JWT
+// expires is closed with 1008 within 5 s of it.
+func TestWebSocketClosesWhenTokenExpires(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	key := newTestKey(t, "ES256")
+	k.publish(key)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url}, selectorIdentities, bridge.Options{}, nil) // no clock skew
+	awaitLoaded(t, b.provider)
+	exp := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	token := sign(t, key, k.claims("svc-billing", jwt.MapClaims{"exp": exp.Unix()}), nil)
+	ws := dialWSWith(t, b.env, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	ws.send(sayHello)
+	if r := ws.recv(); r["result"] == nil {
+		t.Fatalf("SayHello: %v", r)
+	}
+	code, reason := closeStatus(t, ws, time.Until(exp)+5*time.Second)
+	if code != websocket.StatusPolicyViolation || reason != "the token has expired" {
+		t.Errorf("got close %d %q, want 1008 with the reason", code, reason)
+	}
+	if late := time.Since(exp); late > 5*time.Second {
+		t.Errorf("closed %s after the token expired", late)
+	}
+}
+
+// TestReloadEndsConnections: after a reload without their identity, an
+// open WebSocket closes with 1008 and an MCP session ends, within 5 s; a
+// new identity's token works at once and the removed one is refused.
+func TestReloadEndsConnections(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url}, nil, bridge.Options{}, nil)
+	greeter := callers[1]
+	ws := dialWSWith(t, b.env, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + greeter.token}}})
+	ws.send(sayHello)
+	if r := ws.recv(); r["result"] == nil {
+		t.Fatalf("SayHello: %v", r)
+	}
+	mc := mustConnectMCP(t, b.url, greeter.token)
+	if names := toolNames(t, mc); !slices.Contains(names, toolHello) {
+		t.Fatalf("tools of greeter: %v", names)
+	}
+	// An unrelated change keeps both.
+	keep := []bridge.Identity{}
+	for _, c := range callers {
+		keep = append(keep, bridge.Identity{Name: c.name, Tokens: []string{hashToken(c.token)}, Allow: c.allow})
+	}
+	if err := b.auth.Reload(append(keep, bridge.Identity{Name: "newcomer", Tokens: []string{hashToken("newcomer-token-0123456789")}, Allow: []string{"*"}})); err != nil {
+		t.Fatal(err)
+	}
+	ws.send(sayHello)
+	if r := ws.recv(); r["result"] == nil {
+		t.Fatalf("SayHello after an unrelated reload: %v", r)
+	}
+	if resp, _ := postToken(t, b.url, "newcomer-token-0123456789", sayHello); resp.StatusCode != 200 {
+		t.Errorf("a token the reload added: %d", resp.StatusCode)
+	}
+
+	reloaded := time.Now()
+	without := slices.DeleteFunc(slices.Clone(keep), func(id bridge.Identity) bool { return id.Name == greeter.name })
+	if err := b.auth.Reload(without); err != nil {
+		t.Fatal(err)
+	}
+	code, reason := closeStatus(t, ws, 5*time.Second)
+	if code != websocket.StatusPolicyViolation || reason != "the credentials are not valid" {
+		t.Errorf("got close %d %q, want 1008", code, reason)
+	}
+	eventually(t, "the MCP session ended", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := mc.ListTools(ctx, nil)
+		return err != nil
+	})
+	if d := time.Since(reloaded); d > 5*time.Second {
+		t.Errorf("the connections ended %s after the reload", d)
+	}
+	if resp, _ := postToken(t, b.url, greeter.token, sayHello); resp.StatusCode != 401 {
+		t.Errorf("a removed token: %d, want 401", resp.StatusCode)
+	}
+	if err := b.auth.Reload([]bridge.Identity{{Name: "dup"}, {Name: "dup"}}); err == nil {
+		t.Errorf("a bad reload was accepted")
+	}
+	if resp, _ := postToken(t, b.url, callers[0].token, sayHello); resp.StatusCode != 200 {
+		t.Errorf("after a bad reload the last good identities serve: %d", resp.StatusCode)
+	}
+}
+
+// TestResourceMetadata: with JWTs on, the protected resource metadata
+// (RFC 9728) is served to anyone at the well-known path and its /mcp
+// form, cacheable, and every 401 of POST / and /mcp names it; with JWTs
+// off it is not there.
+func TestResourceMetadata(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url}, nil, bridge.Options{Scopes: []string{"bridge:call"}}, nil)
+	for _, path := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
+		resp, err := testClient.Get(b.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		want := map[string]any{"resource": testAudience, "authorization_servers": []any{k.url},
+			"bearer_methods_supported": []any{"header"}, "scopes_supported": []any{"bridge:call"}, "resource_name": "grpc-jsonrpc-bridge"}
+		if resp.StatusCode != 200 || !sameJSON(t, doc, want) {
+			t.Errorf("GET %s: %d %v, want %v", path, resp.StatusCode, doc, want)
+		}
+		if cc := resp.Header.Get("Cache-Control"); !strings.Contains(cc, "max-age=") || !strings.Contains(cc, "public") {
+			t.Errorf("GET %s: Cache-Control %q, want it cacheable", path, cc)
+		}
+	}
+	for _, path := range []string{"/", "/mcp"} {
+		resp, _ := postToken(t, b.url+path, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
+		ch := resp.Header.Get("WWW-Authenticate")
+		if resp.StatusCode != 401 || challengeParam(ch, "resource_metadata") != "https://bridge.test/.well-known/oauth-protected-resource" {
+			t.Errorf("POST %s without a token: %d %q, want 401 naming the metadata", path, resp.StatusCode, ch)
+		}
+		if strings.Contains(ch, "error=") {
+			t.Errorf("POST %s without a token: %q, want no error code (RFC 6750 section 3.1)", path, ch)
+		}
+	}
+	static := newEnv(t, bridge.Options{Auth: newAuth(t)})
+	if status, _ := static.do(t, http.MethodGet, "/.well-known/oauth-protected-resource", "", ""); status != 404 {
+		t.Errorf("the metadata without JWTs: %d, want 404", status)
+	}
+}
