@@ -267,7 +267,6 @@ func awaitLoaded(t *testing.T, p *idp.Provider) {
 	eventually(t, "the keys of "+p.Issuer()+" loaded", p.Loaded)
 }
 
-
 // challengeParam is the value of the auth-param name of a challenge.
 func challengeParam(challenge, name string) string {
 	_, rest, ok := strings.Cut(challenge, name+`="`)
