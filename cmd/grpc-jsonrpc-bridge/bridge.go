@@ -40,6 +40,10 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 		return usageError(err)
 	}
 	defer closeAccess()               // after the HTTP server has stopped: deferred first
+	auth, err := newAuth(s, log) // before listening: a bad identities or key set file exits 2
+	if err != nil {
+		return usageError(err)
+	}
 	var files *bridgereflect.Registry // the services, when descriptor files give them
 	if s.Descriptors.Enabled() {
 		reg, err := loadDescriptors(ctx, s)
@@ -83,10 +87,6 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	var conn grpc.ClientConnInterface // every Catalog routes its methods; one backend is the fallback
 	if len(sources) == 1 {
 		conn = sources[0].Conn
-	}
-	auth, err := newAuth(s, log)
-	if err != nil {
-		return usageError(err)
 	}
 	metrics, err := newMetrics(s, sources, watcher)
 	if err != nil {

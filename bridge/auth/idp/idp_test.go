@@ -1,0 +1,243 @@
+package idp
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+func genKey(tb testing.TB, alg string) crypto.Signer {
+	tb.Helper()
+	var k crypto.Signer
+	var err error
+	switch alg[:2] {
+	case "RS", "PS":
+		k, err = rsa.GenerateKey(rand.Reader, 2048)
+	case "ES":
+		k, err = ecdsa.GenerateKey(map[string]elliptic.Curve{"ES256": elliptic.P256(), "ES384": elliptic.P384(), "ES512": elliptic.P521()}[alg], rand.Reader)
+	default:
+		_, k, err = ed25519.GenerateKey(rand.Reader)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}
+
+func jwks(tb testing.TB, kid, alg string, pub crypto.PublicKey) []byte {
+	tb.Helper()
+	j, err := jwkset.NewJWKFromKey(pub, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: kid, ALG: jwkset.ALG(alg), USE: jwkset.UseSig}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, _ := json.Marshal(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{j.Marshal()}})
+	return b
+}
+
+// run runs p's fetch loop until the test ends.
+func run(tb testing.TB, p *Provider) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	tb.Cleanup(func() { cancel(); <-done })
+}
+
+func await(tb testing.TB, what string, f func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("not within 10 s: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestFetchLimits: a key set over 1 MiB, a redirect to another host (or
+// from https to http) and a provider slower than 5 s are failed fetches;
+// a redirect within the host is followed; the discovery document must
+// name the issuer.
+func TestFetchLimits(t *testing.T) {
+	t.Parallel()
+	key := genKey(t, "ES256")
+	set := jwks(t, "k", "ES256", key.Public())
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(set) }))
+	t.Cleanup(other.Close)
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/big":
+			w.Write([]byte(`{"keys":[],"pad":"`))
+			w.Write([]byte(strings.Repeat("a", MaxKeySetBytes)))
+			w.Write([]byte(`"}`))
+		case "/elsewhere":
+			http.Redirect(w, r, other.URL+"/jwks", http.StatusFound)
+		case "/moved":
+			http.Redirect(w, r, "/jwks", http.StatusMovedPermanently)
+		case "/jwks":
+			w.Write(set)
+		case "/slow":
+			select {
+			case <-r.Context().Done():
+			case <-time.After(FetchTimeout + 5*time.Second):
+			}
+		case "/.well-known/openid-configuration":
+			json.NewEncoder(w).Encode(map[string]string{"issuer": "https://impostor.example", "jwks_uri": srv.URL + "/jwks"})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	tests := []struct {
+		name, url, want string
+	}{
+		{"over 1 MiB", srv.URL + "/big", "larger than 1048576 bytes"},
+		{"to another host", srv.URL + "/elsewhere", "redirected to another host"},
+		{"within the host", srv.URL + "/moved", ""},
+		{"slower than 5 s", srv.URL + "/slow", "deadline exceeded"},
+		{"discovery naming another issuer", "", "names the issuer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := New(Options{Issuer: srv.URL, Audiences: []string{"a"}, JWKSURL: tt.url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			err = p.fetch(context.Background())
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("got %v, want the keys", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("got %v, want an error saying %q", err, tt.want)
+			case tt.want != "" && p.Loaded():
+				t.Errorf("keys loaded from a failed fetch")
+			}
+			if d := time.Since(start); d > FetchTimeout+2*time.Second {
+				t.Errorf("the fetch took %s", d)
+			}
+		})
+	}
+}
+
+// TestRefreshAndRetry: while no key set has loaded, fetches are retried
+// within seconds; once loaded, every Refresh.
+func TestRefreshAndRetry(t *testing.T) {
+	t.Parallel()
+	key := genKey(t, "EdDSA")
+	var fetches, failing atomic.Int64
+	failing.Store(1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		if failing.Load() == 1 {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		w.Write(jwks(t, "k", "EdDSA", key.Public()))
+	}))
+	t.Cleanup(srv.Close)
+	p, err := New(Options{Issuer: srv.URL, Audiences: []string{"a"}, JWKSURL: srv.URL + "/jwks", Refresh: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, p)
+	await(t, "a failed first fetch", func() bool { return p.Status().LastError != "" })
+	if st := p.Status(); st.State != "loading" || !strings.Contains(st.LastError, "HTTP 502") {
+		t.Errorf("status after a failed fetch: %+v", st)
+	}
+	failing.Store(0)
+	await(t, "the keys loaded on a retry", p.Loaded)
+	n := fetches.Load()
+	await(t, "refreshes every 30 ms", func() bool { return fetches.Load() >= n+3 })
+	if st := p.Status(); st.State != "ready" || st.KeyCount != 1 {
+		t.Errorf("status once loaded: %+v", st)
+	}
+}
+
+// TestKeySetPolicy: symmetric keys, RSA keys under 2048 bits and keys
+// of unknown types are left out of a key set; a set with none left is an
+// error; an HMAC or none algorithm is refused at New.
+func TestKeySetPolicy(t *testing.T) {
+	small, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := genKey(t, "ES256")
+	smallJWK, _ := jwkset.NewJWKFromKey(&small.PublicKey, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: "small"}})
+	ecJWK, _ := jwkset.NewJWKFromKey(ec.Public(), jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: "ec"}})
+	set, _ := json.Marshal(map[string]any{"keys": []any{
+		map[string]any{"kty": "oct", "kid": "hmac", "k": "c2VjcmV0"},
+		map[string]any{"kty": "OKP", "crv": "X448", "kid": "x448", "x": "AAAA"},
+		smallJWK.Marshal(), ecJWK.Marshal(),
+	}})
+	p, err := New(Options{Issuer: "i", Audiences: []string{"a"}, JWKSURL: "https://idp.test/jwks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.install(set, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.keys.Load(); got.n != 1 || got.prints["ec"] == "" || got.prints["hmac"] != "" || got.prints["small"] != "" {
+		t.Errorf("kept %d keys %v, want only ec", got.n, got.prints)
+	}
+	if err := p.install([]byte(`{"keys":[{"kty":"oct","kid":"hmac","k":"c2VjcmV0"}]}`), "test"); err == nil {
+		t.Errorf("a key set of only a symmetric key loaded")
+	}
+	for _, alg := range []string{"HS256", "none", "RSA-OAEP"} {
+		if _, err := New(Options{Issuer: "i", Audiences: []string{"a"}, JWKSURL: "https://idp.test/jwks", Algorithms: []string{alg}}); err == nil {
+			t.Errorf("algorithm %s was accepted", alg)
+		}
+	}
+	if _, err := New(Options{Issuer: "i", JWKSURL: "https://idp.test/jwks"}); err == nil {
+		t.Errorf("a provider without audiences was accepted")
+	}
+}
+
+// BenchmarkFirstVerification is the cost of verifying a token the cache
+// does not hold: parsing it and checking its signature and claims, for
+// each algorithm.
+func BenchmarkFirstVerification(b *testing.B) {
+	for _, alg := range Algorithms() {
+		b.Run(alg, func(b *testing.B) {
+			key := genKey(b, alg)
+			p, err := New(Options{Issuer: "https://idp.test", Audiences: []string{"https://bridge.test/"}, JWKSURL: "https://idp.test/jwks"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := p.install(jwks(b, "k", alg, key.Public()), "bench"); err != nil {
+				b.Fatal(err)
+			}
+			tok := jwt.NewWithClaims(jwt.GetSigningMethod(alg), jwt.MapClaims{"iss": "https://idp.test", "aud": "https://bridge.test/",
+				"sub": "svc-billing", "exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix(), "scope": "a b c"})
+			tok.Header["kid"] = "k"
+			s, err := tok.SignedString(key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				t, r := Parse(s)
+				if r != OK {
+					b.Fatal(r.Description())
+				}
+				if _, r := p.Verify(ctx, t); r != OK {
+					b.Fatal(r.Description())
+				}
+			}
+		})
+	}
+}
