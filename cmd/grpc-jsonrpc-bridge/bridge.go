@@ -39,7 +39,7 @@ func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.W
 	if err != nil {
 		return usageError(err)
 	}
-	defer closeAccess()               // after the HTTP server has stopped: deferred first
+	defer closeAccess()          // after the HTTP server has stopped: deferred first
 	auth, err := newAuth(s, log) // before listening: a bad identities or key set file exits 2
 	if err != nil {
 		return usageError(err)
