@@ -8,7 +8,9 @@
 //
 //	bridge            routes, the front door, headers -> Exchange
 //	bridge/ws         GET /ws: connections, frames, streams (the Session)
-//	bridge/auth       who calls and what they may call: identities, a Guard
+//	bridge/auth       who calls and what they may call: identities (static
+//	                  tokens, certificates, JWTs by their claims), a Guard
+//	  idp             one identity provider's JWTs: its key set, the checks
 //	bridge/observe    metrics and the access log: a Guard, and refusals
 //	bridge/dispatch   the engine: a parsed message + an Exchange -> the reply
 //	bridge/wire       the JSON-RPC wire: Parse, replies, notifications, errors
@@ -27,7 +29,9 @@
 // defaults, New, Update, Handle), http.go (routes, POST /, GET
 // /openrpc.json), live.go (server and bidi streams of POST / answered
 // live: Accept, the writer and its bounds), origin.go (Host, Origin,
-// CORS), front.go (the request id and authentication: 401), exchange.go
+// CORS), front.go (the request id and authentication: 401, and 503 while an
+// identity provider's keys never loaded), resource.go (the protected
+// resource metadata of RFC 9728, which every 401 names), exchange.go
 // (the one place headers become an Exchange: metadata, identity, trace
 // context, timeout, capture), metadata.go (which headers travel as
 // metadata, and their size), deadline.go (the timeout headers), limit.go
