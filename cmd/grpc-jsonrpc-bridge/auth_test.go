@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 )
 
 // TestJWTConfigErrorsExit2: the settings of identity providers are
@@ -244,4 +247,18 @@ func keySet(t *testing.T, keys ...*signer) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestJWKSRefreshFloor: a jwks_refresh under a minute is taken as a
+// minute, and said so.
+func TestJWKSRefreshFloor(t *testing.T) {
+	var log strings.Builder
+	p, err := newProvider(config.JWT{Issuer: "https://idp.example.com", Audiences: []string{"a"}, JWKSRefresh: time.Second},
+		"auth.jwt.", slog.New(slog.NewTextHandler(&log, nil)), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Refresh() != time.Minute || !strings.Contains(log.String(), "jwks_refresh") {
+		t.Errorf("refresh %s, log %q: want 1m0s and a warning", p.Refresh(), log.String())
+	}
 }

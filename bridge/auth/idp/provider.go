@@ -322,3 +322,6 @@ func (p *Provider) Status() Status {
 
 // ClockSkew is the leeway of exp, nbf and iat.
 func (p *Provider) ClockSkew() time.Duration { return p.opts.ClockSkew }
+
+// Refresh is how often Run fetches the key set again.
+func (p *Provider) Refresh() time.Duration { return p.opts.Refresh }
