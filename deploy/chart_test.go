@@ -24,6 +24,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/engine"
+	"helm.sh/helm/v4/pkg/strvals"
 	"sigs.k8s.io/yaml"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
@@ -231,7 +232,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"setting the chart owns", "config: {shutdown_timeout: 30s}", []string{"at '/config'", "'shutdown_timeout' not allowed"}},
 		{"listen is the port's", "config: {listen: ':9090'}", []string{"'listen' not allowed"}},
 		{"duration without unit", "config: {call_timeout: '30'}", []string{"at '/config/call_timeout'", "does not match pattern"}},
-		{"duration as a number", "config: {call_timeout: 30}", []string{"at '/config/call_timeout'", "want string"}},
+		{"duration as a number", "config: {call_timeout: 30}", []string{"at '/config/call_timeout': got number, want string"}},
 		{"mistyped setting", "config: {max_in_flight: lots}", []string{"at '/config/max_in_flight'", "want integer"}},
 		{"unknown balance", "backends: [{name: a, address: 'a:1', plaintext: true, balance: fastest}]", []string{"at '/backends/0/balance'", "least_request"}},
 		{"unknown backend key", "backends: [{name: a, address: 'a:1', plaintext: true, adress: 'b:1'}]", []string{"at '/backends/0'", "'adress' not allowed"}},
@@ -262,6 +263,82 @@ func TestChartRefusesBadValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDocsHelmCommands: every helm install and helm upgrade of
+// docs/deploy.md and docs/operations.md names the checkout's chart, and
+// its --set values render.
+func TestDocsHelmCommands(t *testing.T) {
+	ch := loadChart(t)
+	n := 0
+	for _, doc := range []string{"../docs/deploy.md", "../docs/operations.md"} {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(data), "\\\n", " ")
+		for line := range strings.Lines(text) {
+			args := shellWords(strings.TrimSpace(line))
+			if len(args) < 4 || args[0] != "helm" || (args[1] != "install" && args[1] != "upgrade") {
+				continue
+			}
+			n++
+			vals := map[string]any{}
+			chartArg := false
+			for i := 2; i < len(args); i++ {
+				switch {
+				case args[i] == "--set" && i+1 < len(args):
+					i++
+					if err := strvals.ParseInto(args[i], vals); err != nil {
+						t.Errorf("%s: --set %s: %v", doc, args[i], err)
+					}
+				case args[i] == "-f" || args[i] == "--namespace":
+					i++
+				case args[i] == "deploy/helm/grpc-jsonrpc-bridge":
+					chartArg = true
+				}
+			}
+			if !chartArg {
+				t.Errorf("%s: %q does not install deploy/helm/grpc-jsonrpc-bridge", doc, strings.TrimSpace(line))
+			}
+			if _, err := render(ch, vals); err != nil {
+				t.Errorf("%s: %q: %v", doc, strings.TrimSpace(line), err)
+			}
+		}
+	}
+	if n < 2 {
+		t.Errorf("%d helm commands in the docs, want the install of deploy.md and operations.md's", n)
+	}
+}
+
+// shellWords splits a command line at blanks, keeping quoted words whole.
+func shellWords(line string) []string {
+	var words []string
+	var w strings.Builder
+	quote, in := rune(0), false
+	for _, r := range line {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			w.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, in = r, true
+		case r == ' ' || r == '\t':
+			if in {
+				words = append(words, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteRune(r)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	return words
 }
 
 // splitDocs splits the rendered files into YAML documents, named
