@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -329,7 +330,7 @@ func metricUses(qs []query) map[string]*use {
 				}
 				u.where = append(u.where, q.where)
 				for _, m := range n.LabelMatchers {
-					if m.Name == labels.MetricName || slices.Contains(targetLabels, m.Name) {
+					if m.Name == model.MetricNameLabel || slices.Contains(targetLabels, m.Name) {
 						continue
 					}
 					u.labels[m.Name] = true
@@ -433,7 +434,7 @@ func scrapeBusyBridge(t *testing.T) map[string][]map[string]string {
 	t.Helper()
 	store := redistest.Start(t, "")
 	args := []string{"--backend", "ipv4:" + startBackend(t) + "," + startUnavailable(t), "--balance", "round_robin",
-		"--auth-file", identities(t, token), "--rate-limit", "5", "--rate-burst", "5",
+		"--auth-file", identities(t, token), "--rate-limit", "20", "--rate-burst", "20",
 		"--rate-limit-store", store.URL(), "--access-log=false"}
 	if bridgeHas("outlier-consecutive-failures") {
 		args = append(args, "--outlier-consecutive-failures", "1")
@@ -451,28 +452,38 @@ func scrapeBusyBridge(t *testing.T) map[string][]map[string]string {
 	r := startReplicas(t, 1, args...)[0]
 	url := "http://" + r.addr() + "/"
 	team := http.Header{"Authorization": {"Bearer " + token}}
-	for _, body := range []string{echoCall, echoCall, failCall, failCall} {
-		if got := statusOf(t, url, body, team); got != http.StatusOK {
+	for _, body := range []string{echoCall, failCall} {
+		if got, _ := post(t, url, body, team); got != http.StatusOK {
 			t.Fatalf("a call answered HTTP %d, want 200", got)
 		}
 	}
-	if got := statusOf(t, url, echoCall, http.Header{"Authorization": {"Bearer wrong-token"}}); got != http.StatusUnauthorized {
+	// Round robin sends one of the next calls to the failing address
+	// (which outlier detection then ejects).
+	for i := 0; ; i++ {
+		if _, reply := post(t, url, echoCall, team); strings.Contains(reply, `"code":14`) {
+			break
+		}
+		if i == 10 {
+			t.Fatal("10 calls over two addresses in turn: none reached the one failing with UNAVAILABLE")
+		}
+	}
+	if got, _ := post(t, url, echoCall, http.Header{"Authorization": {"Bearer wrong-token"}}); got != http.StatusUnauthorized {
 		t.Errorf("a wrong token: HTTP %d, want 401", got)
 	}
 	if jwt != "" {
-		if got := statusOf(t, url, echoCall, http.Header{"Authorization": {"Bearer " + jwt}}); got != http.StatusUnauthorized {
+		if got, _ := post(t, url, echoCall, http.Header{"Authorization": {"Bearer " + jwt}}); got != http.StatusUnauthorized {
 			t.Errorf("a JWT signed by no key of the set: HTTP %d, want 401", got)
 		}
 	}
 	limited := false
-	for range 50 {
-		if statusOf(t, url, echoCall, team) == http.StatusTooManyRequests {
+	for range 100 {
+		if got, _ := post(t, url, echoCall, team); got == http.StatusTooManyRequests {
 			limited = true
 			break
 		}
 	}
 	if !limited {
-		t.Errorf("50 calls past a burst of 5: none answered 429")
+		t.Errorf("100 calls at once past a burst of 20: none answered 429")
 	}
 
 	resp, err := http.Get("http://" + r.addr() + metricsPath)
@@ -538,8 +549,9 @@ func unsignedJWT(header, payload string) string {
 	return b64([]byte(header)) + "." + b64([]byte(payload)) + "." + b64(make([]byte, 64))
 }
 
-// statusOf posts body to url with header and returns the status.
-func statusOf(t *testing.T, url, body string, header http.Header) int {
+// post posts body to url with header and returns the status and the
+// reply.
+func post(t *testing.T, url, body string, header http.Header) (int, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
@@ -551,6 +563,10 @@ func statusOf(t *testing.T, url, body string, header http.Header) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	reply, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(reply)
 }
