@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
@@ -99,6 +100,12 @@ ingress:
 			if _, ok := jwt["jwks_url"]; ok {
 				t.Errorf("jwks_url is set, empty: want it left out")
 			}
+			ing := r.byKind["Ingress"][0].(*networkingv1.Ingress)
+			if !slices.ContainsFunc(ing.Spec.Rules[0].HTTP.Paths, func(p networkingv1.HTTPIngressPath) bool {
+				return p.Path == "/.well-known/oauth-protected-resource"
+			}) || ing.Spec.Rules[0].Host != "api.example.com" {
+				t.Errorf("the Ingress routes %+v, want the protected resource metadata on api.example.com too", ing.Spec.Rules)
+			}
 		},
 		needs: "auth-jwt-issuer", needsIssue: "28",
 	},
@@ -114,7 +121,9 @@ auth:
       audiences: [https://github.com/my-org]
       jwks: {configMap: github-actions-jwks}
       claims_metadata: {repository: x-github-repository}
+ingress: {enabled: true}
 `,
+		kinds: []string{"Ingress"},
 		check: func(t *testing.T, r *release) {
 			ps := r.settings["auth"].(map[string]any)["jwt_providers"].([]any)
 			if len(ps) != 2 || ps[1].(map[string]any)["jwks_file"] != "/etc/grpc-jsonrpc-bridge/jwks-2/jwks.json" {
