@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,7 +15,7 @@ import (
 )
 
 func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
-	var printConfig bool
+	var printConfig, check bool
 	cmd := &cobra.Command{
 		Use:   "serve --backend HOST:PORT | --config FILE",
 		Short: "Serve JSON-RPC in front of gRPC backends",
@@ -24,12 +26,16 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 			"variables and --config FILE, highest first; several backends, each with its own\n" +
 			"TLS, are configured in the file. A backend without reflection is described by\n" +
 			"--protoset FILE or --proto FILE -I DIR instead: /readyz is 200 at once, and\n" +
-			"SIGHUP rereads the files.",
+			"SIGHUP rereads the files. --check validates the settings and the files they\n" +
+			"name, as serve would start with them, and exits (0 or 2) without serving.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := loadSettings(cmd)
 			if err != nil {
 				return usageError(err)
+			}
+			if check {
+				return checkConfig(cmd.Context(), s, stdout, stderr)
 			}
 			if printConfig {
 				out, err := s.YAML()
@@ -51,7 +57,38 @@ func newServeCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	config.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration as YAML, secrets masked, and exit")
+	cmd.Flags().BoolVar(&check, "check", false, "check the configuration as serve would start with it, without listening or dialing, and exit: 0 when it is valid, 2 when not")
+	cmd.MarkFlagsMutuallyExclusive("check", "print-config")
 	return cmd
+}
+
+// checkConfig makes every check serve makes of s before it listens or
+// dials a backend (the files it names are read: identities, certificates,
+// descriptor sets, the store's password) and says on stdout that s is
+// valid; what is wrong is a usage error.
+func checkConfig(ctx context.Context, s config.Settings, stdout, stderr io.Writer) error {
+	backends := s.BackendList()
+	if len(backends) == 0 {
+		return usageError(errors.New("no backend: give --backend HOST:PORT, BRIDGE_BACKEND, or backend or backends in the config file"))
+	}
+	log, err := commandLogger(s, stderr)
+	if err != nil {
+		return usageError(err)
+	}
+	if _, err := newAuth(s, log); err != nil { // its providers fetch nothing until run
+		return usageError(err)
+	}
+	if s.Descriptors.Enabled() {
+		if _, err := loadDescriptors(ctx, s); err != nil {
+			return usageError(err)
+		}
+	}
+	names := make([]string, len(backends))
+	for i, b := range backends {
+		names[i] = backendName(b)
+	}
+	_, err = fmt.Fprintf(stdout, "configuration valid: listen %s, backends %s\n", s.Listen, strings.Join(names, ", "))
+	return err
 }
 
 // loadSettings loads and validates the settings of cmd, including what
