@@ -9,14 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping/jsonscan"
 )
 
 // This file explains why protojson rejected params. It runs only after
@@ -147,7 +146,7 @@ type walker struct {
 
 // end reports data after the params object.
 func (w *walker) end() *problem {
-	w.i = skipSpace(w.b, w.i)
+	w.i = jsonscan.SkipSpace(w.b, w.i)
 	if w.i < len(w.b) {
 		return &problem{reason: "invalid JSON: unexpected data after the params object"}
 	}
@@ -156,7 +155,7 @@ func (w *walker) end() *problem {
 
 // peek skips whitespace and returns the next byte, 0 at the end.
 func (w *walker) peek() byte {
-	w.i = skipSpace(w.b, w.i)
+	w.i = jsonscan.SkipSpace(w.b, w.i)
 	if w.i < len(w.b) {
 		return w.b[w.i]
 	}
@@ -165,7 +164,7 @@ func (w *walker) peek() byte {
 
 // kind names the JSON value at the read position for "got ..." reasons.
 func (w *walker) kind() string {
-	w.i = skipSpace(w.b, w.i)
+	w.i = jsonscan.SkipSpace(w.b, w.i)
 	return jsonKind(w.b, w.i)
 }
 
@@ -366,7 +365,7 @@ func (w *walker) wellKnown(md protoreflect.MessageDescriptor, path *loc, depth i
 	case name == "google.protobuf.ListValue" && w.peek() != '[':
 		return &problem{path, "want an array (google.protobuf.ListValue), got " + w.kind()}
 	}
-	start := skipSpace(w.b, w.i)
+	start := jsonscan.SkipSpace(w.b, w.i)
 	if p := w.skip(path, depth); p != nil {
 		return p
 	}
@@ -503,17 +502,17 @@ func (w *walker) number(fd protoreflect.FieldDescriptor, path *loc) *problem {
 		if float && (s == "NaN" || s == "Infinity" || s == "-Infinity") {
 			return nil
 		}
-		if numberLen(s) != len(s) || s == "" {
+		if end, err := jsonscan.Number([]byte(s), 0); err != nil || end != len(s) {
 			return &problem{path, "want " + want(fd) + ", got the string " + quote(s)}
 		}
 		raw = s
 	} else {
-		n := numberLen(w.b[w.i:])
-		if n == 0 {
+		end, err := jsonscan.Number(w.b, w.i)
+		if err != nil {
 			return &problem{path, "invalid JSON: malformed number"}
 		}
-		raw = string(w.b[w.i : w.i+n])
-		w.i += n
+		raw = string(w.b[w.i:end])
+		w.i = end
 	}
 	if float {
 		return w.fail(path, floatReason(raw, bitSize(k), k.String()))
@@ -647,48 +646,6 @@ func validBase64(s string) bool {
 	return err == nil
 }
 
-// numberLen returns the length of the JSON number at the start of s, or 0.
-func numberLen[T ~string | ~[]byte](s T) int {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && '1' <= s[i] && s[i] <= '9':
-		i = digits(s, i)
-	default:
-		return 0
-	}
-	if i < len(s) && s[i] == '.' {
-		j := digits(s, i+1)
-		if j == i+1 {
-			return 0
-		}
-		i = j
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		j := digits(s, i)
-		if j == i {
-			return 0
-		}
-		i = j
-	}
-	return i
-}
-
-func digits[T ~string | ~[]byte](s T, i int) int {
-	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-		i++
-	}
-	return i
-}
-
 // text checks a JSON string value.
 func (w *walker) text(path *loc) *problem {
 	_, reason := w.str()
@@ -697,92 +654,44 @@ func (w *walker) text(path *loc) *problem {
 
 // literal checks true, false or null at the read position.
 func (w *walker) literal(path *loc) *problem {
-	for _, lit := range [...]string{"true", "false", "null"} {
-		if strings.HasPrefix(string(w.b[w.i:min(len(w.b), w.i+5)]), lit) {
-			w.i += len(lit)
-			return nil
-		}
+	end, err := jsonscan.Literal(w.b, w.i)
+	if err != nil {
+		return &problem{path, "invalid JSON: unknown literal"}
 	}
-	return &problem{path, "invalid JSON: unknown literal"}
+	w.i = end
+	return nil
 }
 
 // str reads the JSON string at the read position (which is '"') and
 // returns its value, or a reason it is malformed.
 func (w *walker) str() (string, string) {
-	b := w.b
-	i := w.i + 1
-	var out []byte
-	for {
-		if i >= len(b) {
-			return "", "invalid JSON: unterminated string"
-		}
-		switch c := b[i]; {
-		case c == '"':
-			w.i = i + 1
-			return string(out), ""
-		case c < ' ':
-			return "", "invalid JSON: control character in string"
-		case c == '\\':
-			if i+1 >= len(b) {
-				return "", "invalid JSON: unterminated string"
-			}
-			e := b[i+1]
-			i += 2
-			switch e {
-			case '"', '\\', '/':
-				out = append(out, e)
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				r, ok := hex4(b, i)
-				if !ok {
-					return "", "invalid JSON: bad \\u escape in string"
-				}
-				i += 4
-				if utf16.IsSurrogate(r) {
-					r2, ok := rune(-1), false
-					if i+1 < len(b) && b[i] == '\\' && b[i+1] == 'u' {
-						r2, ok = hex4(b, i+2)
-					}
-					r = utf16.DecodeRune(r, r2)
-					if !ok || r == unicode.ReplacementChar {
-						return "", "invalid UTF-16 surrogate escape in string"
-					}
-					i += 6
-				}
-				out = utf8.AppendRune(out, r)
-			default:
-				return "", "invalid JSON: bad escape in string"
-			}
-		case c < utf8.RuneSelf:
-			out = append(out, c)
-			i++
-		default:
-			r, n := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && n == 1 {
-				return "", "invalid UTF-8 in string"
-			}
-			out = append(out, b[i:i+n]...)
-			i += n
-		}
+	end, escaped, err := jsonscan.StrictString(w.b, w.i)
+	if err != nil {
+		return "", stringDefect(w.b, end, err)
 	}
+	s := w.b[w.i:end]
+	w.i = end
+	if escaped {
+		return jsonscan.Unquote(s), ""
+	}
+	return string(s[1 : len(s)-1]), ""
 }
 
-// hex4 reads four hex digits at b[i:].
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
+// stringDefect words the defect jsonscan.StrictString found at b[at].
+func stringDefect(b []byte, at int, err error) string {
+	switch {
+	case errors.Is(err, jsonscan.ErrBadUTF8):
+		return "invalid UTF-8 in string"
+	case errors.Is(err, jsonscan.ErrSurrogate):
+		return "invalid UTF-16 surrogate escape in string"
+	case at >= len(b) || b[at] == '\\' && at+1 >= len(b):
+		return "invalid JSON: unterminated string"
+	case b[at] == '\\' && b[at+1] == 'u':
+		return "invalid JSON: bad \\u escape in string"
+	case b[at] == '\\':
+		return "invalid JSON: bad escape in string"
 	}
-	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
-	return rune(v), err == nil
+	return "invalid JSON: control character in string"
 }
 
 // object walks the JSON object at the read position, calling member with
@@ -863,11 +772,11 @@ func (w *walker) skip(path *loc, depth int) *problem {
 	case c == 't' || c == 'f' || c == 'n':
 		return w.literal(path)
 	case c == '-' || ('0' <= c && c <= '9'):
-		n := numberLen(w.b[w.i:])
-		if n == 0 {
+		end, err := jsonscan.Number(w.b, w.i)
+		if err != nil {
 			return &problem{path, "invalid JSON: malformed number"}
 		}
-		w.i += n
+		w.i = end
 		return nil
 	case c == 0:
 		return &problem{path, "invalid JSON: unexpected end of params"}

@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping/jsonscan"
 )
 
 // fastDecoder turns a JSON object into protobuf wire bytes following a
@@ -504,7 +506,7 @@ func (d *fastDecoder) plainString() ([]byte, bool) {
 	if start > len(d.b) {
 		return nil, false
 	}
-	k, nonASCII := ScanPlain(d.b[start:])
+	k, nonASCII := jsonscan.Plain(d.b[start:])
 	j := start + k
 	if j >= len(d.b) || d.b[j] != '"' {
 		return nil, false
@@ -525,7 +527,7 @@ func (d *fastDecoder) strEnd() (int, bool, bool) {
 	j := d.i + 1
 	escapes, nonASCII := false, false
 	for j < len(b) {
-		k, na := ScanPlain(b[j:])
+		k, na := jsonscan.Plain(b[j:])
 		j += k
 		nonASCII = nonASCII || na
 		if j >= len(b) {
@@ -690,6 +692,15 @@ func (d *fastDecoder) unescape(dst, raw []byte) ([]byte, bool) {
 		j += 2
 	}
 	return dst, true
+}
+
+// hex4 reads four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
+	return rune(v), err == nil
 }
 
 // number reads a JSON number token, bare or inside a string, and returns
