@@ -40,6 +40,7 @@
 // listener connections are handed over on), conn.go (a connection's loop:
 // awaiting a request, its head, deadlines, serving it, the hand-over),
 // parse.go (the request head), body.go (the Content-Length body), watch.go
-// (the client-gone watch), response.go (the ResponseWriter), listen_*.go
-// (stopping the listener without resetting the queued connections).
+// (the client-gone watch), response.go (the ResponseWriter), date.go (the
+// Date header, formatted once a second), listen_*.go (stopping the
+// listener without resetting the queued connections).
 package h1
