@@ -7,6 +7,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping/jsonscan"
 )
 
 // Options tunes a Codec. The zero value gives the defaults.
@@ -171,7 +173,7 @@ func (c *Codec) Request(params []byte) (proto.Message, *Error) {
 		}
 		return nil, invalidParams("", "params of a client- or bidirectional-streaming method are the array of its request messages, not one message by position")
 	default:
-		return nil, invalidParams("", "params must be an object of named fields, got "+jsonKind(params, skipSpace(params, 0)))
+		return nil, invalidParams("", "params must be an object of named fields, got "+jsonKind(params, jsonscan.SkipSpace(params, 0)))
 	}
 }
 
@@ -188,22 +190,8 @@ func (c *Codec) AppendResult(dst []byte, m proto.Message) ([]byte, error) {
 
 // firstByte returns the first non-whitespace byte of b, or 0.
 func firstByte(b []byte) byte {
-	if i := skipSpace(b, 0); i < len(b) {
+	if i := jsonscan.SkipSpace(b, 0); i < len(b) {
 		return b[i]
 	}
 	return 0
-}
-
-// skipSpace returns the index of the first byte at or after i that is not
-// JSON whitespace.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
 }

@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping/jsonscan"
 )
 
 // fastEncoder writes the protojson form of wire bytes, reading them in one
@@ -532,7 +534,7 @@ func appendJSONString(dst, s []byte) ([]byte, bool) {
 	nonASCII := false
 	dst = append(dst, '"')
 	for len(s) > 0 {
-		i, na := ScanPlain(s)
+		i, na := jsonscan.Plain(s)
 		nonASCII = nonASCII || na
 		dst = append(dst, s[:i]...)
 		if i == len(s) {

@@ -361,30 +361,3 @@ func FuzzFastResult(f *testing.F) {
 		checkResult(t, md, pl, wire)
 	})
 }
-
-func TestScanPlain(t *testing.T) {
-	naive := func(s []byte) (int, bool) {
-		high := false
-		for i, c := range s {
-			if c < 0x20 || c == '"' || c == '\\' {
-				return i, high
-			}
-			high = high || c >= 0x80
-		}
-		return len(s), high
-	}
-	r := rand.New(rand.NewPCG(11, 12))
-	for range 20000 {
-		s := make([]byte, r.IntN(40))
-		for i := range s {
-			s[i] = []byte{'a', 0x1f, 0x20, '"', '\\', 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xff, 0x00, 0xa2, 0xdc}[r.IntN(14)]
-			if r.IntN(3) > 0 {
-				s[i] = 'x'
-			}
-		}
-		got, gotHigh := ScanPlain(s)
-		if want, wantHigh := naive(s); got != want || gotHigh != wantHigh {
-			t.Fatalf("%q: got %d %v, want %d %v", s, got, gotHigh, want, wantHigh)
-		}
-	}
-}

@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping/jsonscan"
 )
 
 // Params by position, for unary methods: element i of the params array is
@@ -54,7 +56,7 @@ func (c *Codec) positionalObject(params []byte) ([]byte, *Error) {
 			return &problem{}
 		}
 		fd := fields.Get(i)
-		start := skipSpace(w.b, w.i)
+		start := jsonscan.SkipSpace(w.b, w.i)
 		if p := w.skip(join(nil, fd.JSONName()), 0); p != nil {
 			return p
 		}

@@ -1,6 +1,10 @@
 package mapping
 
-import "google.golang.org/protobuf/proto"
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping/jsonscan"
+)
 
 // RequestElement turns the member at position i of by-position params into
 // a request message, for client- and bidirectional-streaming calls whose
@@ -22,7 +26,7 @@ func (c *Codec) RequestMember(key string, b []byte) (proto.Message, *Error) {
 func (c *Codec) requestAt(path *loc, b []byte) (proto.Message, *Error) {
 	if firstByte(b) != '{' {
 		return nil, invalidParams(path.String(),
-			"a request message must be a JSON object, got "+jsonKind(b, skipSpace(b, 0)))
+			"a request message must be a JSON object, got "+jsonKind(b, jsonscan.SkipSpace(b, 0)))
 	}
 	m := c.in.New().Interface()
 	if err := c.unmarshal.Unmarshal(b, m); err != nil {

@@ -21,14 +21,6 @@ const (
 	// one goes to net/http with what was read of it (MaxHeaderBytes is
 	// net/http's to enforce).
 	maxHeadBytes = 64 << 10
-	// watchAfter is how long a request runs before its connection is
-	// watched for the client going away, which then cancels the
-	// request's context, as net/http's background read does at once.
-	// Watching costs a goroutine and two system calls: a request that is
-	// answered sooner (most are, even on a loaded machine) never pays
-	// for it, and a call whose client went away holds its slot at most
-	// this long.
-	watchAfter = 500 * time.Millisecond
 	// rstAvoidanceDelay is how long a connection closed with a request
 	// body left unread waits, after it stopped writing, for the client
 	// to read the reply before the close resets it (net/http's too).
@@ -51,9 +43,6 @@ const (
 // a load balancer or a client that opens connections ahead of need sends
 // its request on one after the drain began, and gets its reply.
 const newConnGrace = 5 * time.Second
-
-// aLongTimeAgo is a deadline that has passed: it wakes a blocked read.
-var aLongTimeAgo = time.Unix(1, 0)
 
 // conn is one connection h1 serves, until it closes it or hands it over.
 type conn struct {
@@ -488,140 +477,4 @@ func (cn *conn) closeWriteAndWait() {
 		tc.CloseWrite()
 	}
 	time.Sleep(rstAvoidanceDelay)
-}
-
-// armWatch watches the connection for the client going away once the
-// request has run for watchAfter; its body has been read.
-func (cn *conn) armWatch() {
-	cn.mu.Lock()
-	cn.watchOK = cn.r == cn.w
-	cn.mu.Unlock()
-	after := cn.srv.watchAfter
-	if after == 0 {
-		after = watchAfter
-	}
-	if cn.watchT == nil {
-		cn.watchT = time.AfterFunc(after, cn.startWatch)
-		return
-	}
-	cn.watchT.Reset(after)
-}
-
-func (cn *conn) startWatch() {
-	if f := cn.srv.beforeWatch; f != nil {
-		f()
-	}
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	if !cn.active || cn.watching || !cn.watchOK || cn.state == stateClosed {
-		return // done, or the client sent more already: it is there
-	}
-	if !cn.rdl.Equal(cn.rdlSet) {
-		cn.c.SetReadDeadline(cn.rdl)
-		cn.rdlSet = cn.rdl
-	}
-	cn.watching, cn.aborted, cn.watchN = true, false, 0
-	cn.watchEnd = make(chan struct{})
-	go cn.watch(cn.watchEnd)
-}
-
-// watch reads one byte: the next request's first, or the end of the
-// connection, which cancels the request.
-func (cn *conn) watch(end chan struct{}) {
-	n, err := cn.c.Read(cn.watchB[:])
-	cn.mu.Lock()
-	cn.watchN = n
-	if n == 0 && err != nil && !cn.aborted {
-		cn.gone = true
-		if cn.cancel != nil {
-			cn.cancel()
-		}
-	}
-	cn.mu.Unlock()
-	close(end)
-}
-
-// endWatch stops watching the connection once the handler is done and
-// keeps the byte the watch read, if any.
-func (cn *conn) endWatch() {
-	if cn.watchT != nil {
-		cn.watchT.Stop()
-	}
-	cn.mu.Lock()
-	// A timer that fired before Stop may still run startWatch, late: it
-	// must not start a watch during the next request (whose body the
-	// watch would read from) until that request arms its own.
-	cn.active, cn.cancel, cn.watchOK = false, nil, false
-	watching, end := cn.watching, cn.watchEnd
-	if watching {
-		cn.aborted = true
-		cn.c.SetReadDeadline(aLongTimeAgo)
-		cn.rdlSet = aLongTimeAgo
-	}
-	cn.mu.Unlock()
-	if !watching {
-		return
-	}
-	<-end
-	cn.mu.Lock()
-	cn.watching = false
-	if cn.watchN == 1 { // the buffer is empty: the body was read whole
-		cn.buf[0] = cn.watchB[0]
-		cn.r, cn.w = 0, 1
-	}
-	cn.mu.Unlock()
-}
-
-// body is the body of a request h1 serves: Content-Length bytes, from the
-// buffer first.
-type body struct {
-	cn     *conn
-	n      int64 // bytes left
-	closed bool
-	broken bool  // reading it failed: the connection is done
-	err    error // why
-}
-
-func (b *body) Read(p []byte) (int, error) {
-	if b.closed {
-		return 0, http.ErrBodyReadAfterClose
-	}
-	if b.err != nil {
-		return 0, b.err // as net/http's: once failed, always
-	}
-	if b.n <= 0 {
-		return 0, io.EOF
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if int64(len(p)) > b.n {
-		p = p[:b.n]
-	}
-	cn := b.cn
-	var n int
-	var err error
-	if cn.r < cn.w {
-		n = copy(p, cn.buf[cn.r:cn.w])
-		cn.r += n
-	} else {
-		n, err = cn.read(p)
-	}
-	b.n -= int64(n)
-	if b.n == 0 {
-		cn.armWatch()
-		return n, io.EOF
-	}
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil {
-		b.broken, b.err = true, err
-	}
-	return n, err
-}
-
-func (b *body) Close() error {
-	b.closed = true
-	return nil
 }

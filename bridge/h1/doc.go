@@ -35,4 +35,12 @@
 // context once the request has run for half a second (watchAfter), not at
 // once as with net/http, whose background read costs every request a
 // goroutine switch and two system calls.
+//
+// The files, each with one job: server.go (Serve, Shutdown, Close, the
+// listener connections are handed over on), conn.go (a connection's loop:
+// awaiting a request, its head, deadlines, serving it, the hand-over),
+// parse.go (the request head), body.go (the Content-Length body), watch.go
+// (the client-gone watch), response.go (the ResponseWriter), date.go (the
+// Date header, formatted once a second), listen_*.go (stopping the
+// listener without resetting the queued connections).
 package h1

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -317,25 +316,6 @@ func appendValue(b []byte, v string) []byte {
 		b = append(b, c)
 	}
 	return b
-}
-
-type date struct {
-	unix int64
-	text []byte
-}
-
-var lastDate atomic.Pointer[date]
-
-// appendDate appends the time in the format of the Date header, formatted
-// once a second.
-func appendDate(b []byte) []byte {
-	now := time.Now()
-	d := lastDate.Load()
-	if d == nil || d.unix != now.Unix() {
-		d = &date{unix: now.Unix(), text: now.UTC().AppendFormat(nil, http.TimeFormat)}
-		lastDate.Store(d)
-	}
-	return append(b, d.text...)
 }
 
 // maxDiscard is the most of a request body left unread by its handler

@@ -8,5 +8,6 @@
 // objects are made. The error type itself is mapping.Error, which the
 // params decoder returns too, so that mapping need not import the bridge.
 //
-// It imports mapping and gRPC's status types, nothing of the bridge.
+// It imports mapping (its Error), mapping/jsonscan (the JSON scanner it
+// shares with mapping) and gRPC's status types, nothing of the bridge.
 package wire

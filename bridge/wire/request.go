@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping/jsonscan"
 )
 
 // A Request is one parsed JSON-RPC request object. Its byte slices alias
@@ -64,7 +65,21 @@ func IsStreamMethod(method []byte) bool {
 	return bytes.HasPrefix(method, []byte(StreamPrefix))
 }
 
-var errEmpty = errors.New("empty body")
+// maxDepth bounds how deeply arrays and objects may nest in a request body.
+// Deeper input is refused as a parse error before anything runs.
+const maxDepth = 1000
+
+// Parse failures of wire's own, beside jsonscan's. Their text is fixed and
+// safe to show to clients.
+var (
+	errEmpty    = errors.New("empty body")
+	errTrailing = errors.New("data after the JSON value")
+)
+
+// SkipSpace returns the index of the first byte at or after b[i] that is
+// not JSON whitespace (jsonscan.SkipSpace, for the engine and the
+// transports, which read the wire's bytes and know no scanner).
+func SkipSpace(b []byte, i int) int { return jsonscan.SkipSpace(b, i) }
 
 // Parse reads the JSON-RPC message body: a request object or a batch array
 // of at most maxBatch of them. A byte order mark and surrounding space are
@@ -76,9 +91,9 @@ func Parse(body []byte, maxBatch int, m *Message) *mapping.Error {
 	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
 		b = b[3:] // a UTF-8 byte order mark, which RFC 8259 lets parsers ignore
 	}
-	b = b[SkipSpace(b, 0):]
-	end, err := ScanValue(b, 0, 0)
-	if err == nil && SkipSpace(b, end) != len(b) {
+	b = b[jsonscan.SkipSpace(b, 0):]
+	end, err := jsonscan.Value(b, 0, maxDepth)
+	if err == nil && jsonscan.SkipSpace(b, end) != len(b) {
 		err = errTrailing
 	}
 	if err != nil {
@@ -114,47 +129,48 @@ func Parse(body []byte, maxBatch int, m *Message) *mapping.Error {
 	return InvalidRequest("a request must be an object, or a batch an array of them")
 }
 
-// SplitArray returns the members of the JSON array b, which ScanValue has
-// accepted.
+// SplitArray returns the members of the JSON array b, which jsonscan.Value
+// has accepted.
 func SplitArray(b []byte) [][]byte {
 	var members [][]byte
-	i := SkipSpace(b, 1)
+	i := jsonscan.SkipSpace(b, 1)
 	if b[i] == ']' {
 		return nil
 	}
 	for {
-		end := SkipValue(b, i)
+		end := jsonscan.Skip(b, i)
 		members = append(members, b[i:end])
-		i = SkipSpace(b, end)
+		i = jsonscan.SkipSpace(b, end)
 		if b[i] == ']' {
 			return members
 		}
-		i = SkipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 	}
 }
 
-// ParseRequest reads the request object b, which ScanValue has accepted.
+// ParseRequest reads the request object b, which jsonscan.Value has
+// accepted.
 // Members other than jsonrpc, method, params and id make the request
 // invalid, as do duplicate members: the specification defines no others,
 // and a duplicated member has no single meaning.
 func ParseRequest(b []byte) Request {
 	var r Request
 	var seenVersion, seenMethod, seenParams bool
-	i := SkipSpace(b, 1)
+	i := jsonscan.SkipSpace(b, 1)
 	if b[i] == '}' {
 		r.Invalid = InvalidRequest(`missing "jsonrpc" member`)
 		return r
 	}
 	for {
-		keyEnd, keyEscaped, _ := ScanString(b, i)
+		keyEnd, keyEscaped, _ := jsonscan.String(b, i)
 		key := b[i+1 : keyEnd-1]
 		if keyEscaped {
-			key = []byte(Unquote(b[i:keyEnd]))
+			key = []byte(jsonscan.Unquote(b[i:keyEnd]))
 		}
-		i = SkipSpace(b, keyEnd)
-		i = SkipSpace(b, i+1) // past ':'
+		i = jsonscan.SkipSpace(b, keyEnd)
+		i = jsonscan.SkipSpace(b, i+1) // past ':'
 		valStart := i
-		i = SkipValue(b, i)
+		i = jsonscan.Skip(b, i)
 		val := b[valStart:i]
 		if r.Invalid == nil {
 			switch string(key) {
@@ -193,11 +209,11 @@ func ParseRequest(b []byte) Request {
 				r.Invalid = InvalidRequest("unknown member " + Quote(key))
 			}
 		}
-		i = SkipSpace(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if b[i] == '}' {
 			break
 		}
-		i = SkipSpace(b, i+1) // past ','
+		i = jsonscan.SkipSpace(b, i+1) // past ','
 	}
 	switch {
 	case r.Invalid != nil:
@@ -213,7 +229,7 @@ func isVersion(val []byte) bool {
 	if string(val) == `"2.0"` {
 		return true
 	}
-	return val[0] == '"' && Unquote(val) == "2.0"
+	return val[0] == '"' && jsonscan.Unquote(val) == "2.0"
 }
 
 // stringValue returns the contents of the JSON string val, decoding escapes
@@ -222,5 +238,5 @@ func stringValue(val []byte) []byte {
 	if bytes.IndexByte(val, '\\') < 0 {
 		return val[1 : len(val)-1]
 	}
-	return []byte(Unquote(val))
+	return []byte(jsonscan.Unquote(val))
 }
