@@ -244,28 +244,37 @@ func TestAuthorizationUnknownMethod(t *testing.T) {
 func TestUnauthenticated(t *testing.T) {
 	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t)})
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`
+	// RFC 6750 section 3.1: no error code for a request without a
+	// credential of the scheme (none, or Basic); invalid_request and 400
+	// for a malformed request (two credentials, an empty one);
+	// invalid_token and 401 for a token that is malformed or unknown.
 	tests := []struct {
-		name      string
-		header    http.Header
-		wantError string // the error parameter of the challenge, "" for none
+		name       string
+		header     http.Header
+		wantError  string // the error parameter of the challenge, "" for none
+		wantStatus int
 	}{
-		{"no credentials", nil, ""},
-		{"wrong token", bearer("not-a-known-token"), "invalid_token"},
-		{"wrong api key", http.Header{"X-Api-Key": {"not-a-known-token"}}, "invalid_token"},
-		{"basic scheme", http.Header{"Authorization": {"Basic YWRtaW46YWRtaW4="}}, "invalid_request"},
-		{"bearer without token", http.Header{"Authorization": {"Bearer"}}, "invalid_request"},
-		{"bearer with empty token", http.Header{"Authorization": {"Bearer "}}, "invalid_request"},
-		{"token with a space", http.Header{"Authorization": {"Bearer admin-token-0123456789 x"}}, "invalid_request"},
-		{"token with a quote", http.Header{"Authorization": {`Bearer "admin-token-0123456789"`}}, "invalid_request"},
-		{"two authorization headers", http.Header{"Authorization": {"Bearer admin-token-0123456789", "Bearer admin-token-0123456789"}}, "invalid_request"},
-		{"token and api key", http.Header{"Authorization": {"Bearer admin-token-0123456789"}, "X-Api-Key": {"admin-token-0123456789"}}, "invalid_request"},
-		{"good token with a typo", bearer("admin-token-012345678"), "invalid_token"},
+		{"no credentials", nil, "", 401},
+		{"wrong token", bearer("not-a-known-token"), "invalid_token", 401},
+		{"wrong api key", http.Header{"X-Api-Key": {"not-a-known-token"}}, "invalid_token", 401},
+		{"basic scheme", http.Header{"Authorization": {"Basic YWRtaW46YWRtaW4="}}, "", 401},
+		{"digest scheme", http.Header{"Authorization": {`Digest username="admin", realm="x"`}}, "", 401},
+		{"a scheme alone", http.Header{"Authorization": {"admin-token-0123456789"}}, "", 401},
+		{"bearer without token", http.Header{"Authorization": {"Bearer"}}, "invalid_request", 400},
+		{"bearer with empty token", http.Header{"Authorization": {"Bearer "}}, "invalid_request", 400},
+		{"empty api key", http.Header{"X-Api-Key": {""}}, "invalid_request", 400},
+		{"token with a space", http.Header{"Authorization": {"Bearer admin-token-0123456789 x"}}, "invalid_token", 401},
+		{"token with a quote", http.Header{"Authorization": {`Bearer "admin-token-0123456789"`}}, "invalid_token", 401},
+		{"api key with a comma", http.Header{"X-Api-Key": {"admin-token-0123456789,x"}}, "invalid_token", 401},
+		{"two authorization headers", http.Header{"Authorization": {"Bearer admin-token-0123456789", "Bearer admin-token-0123456789"}}, "invalid_request", 400},
+		{"token and api key", http.Header{"Authorization": {"Bearer admin-token-0123456789"}, "X-Api-Key": {"admin-token-0123456789"}}, "invalid_request", 400},
+		{"good token with a typo", bearer("admin-token-012345678"), "invalid_token", 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := postAs(t, e.url, tt.header, hello)
-			if resp.StatusCode != http.StatusUnauthorized {
-				t.Fatalf("got HTTP %d %s, want 401", resp.StatusCode, body)
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("got HTTP %d %s, want %d", resp.StatusCode, body, tt.wantStatus)
 			}
 			ch := resp.Header.Get("WWW-Authenticate")
 			if !strings.HasPrefix(ch, `Bearer realm="grpc-jsonrpc-bridge"`) {
@@ -299,6 +308,14 @@ func TestUnauthenticated(t *testing.T) {
 	resp, body := postAs(t, e.url, http.Header{"X-Api-Key": {"greeter-token-0123456789"}}, hello)
 	if resp.StatusCode != http.StatusOK || errCode(t, decode(t, body).(map[string]any)) != 0 {
 		t.Errorf("X-API-Key: got HTTP %d %s, want a result", resp.StatusCode, body)
+	}
+	// "Bearer" 1*SP b64token (RFC 6750 section 2.1), the scheme in any
+	// case (RFC 9110 section 11.1).
+	for _, v := range []string{"Bearer  greeter-token-0123456789", "bearer greeter-token-0123456789", "BEARER   greeter-token-0123456789"} {
+		resp, body := postAs(t, e.url, http.Header{"Authorization": {v}}, hello)
+		if resp.StatusCode != http.StatusOK || errCode(t, decode(t, body).(map[string]any)) != 0 {
+			t.Errorf("Authorization: %s: got HTTP %d %s, want a result", v, resp.StatusCode, body)
+		}
 	}
 }
 
@@ -561,12 +578,13 @@ func TestWebSocketTokenSubprotocol(t *testing.T) {
 		name      string
 		header    http.Header
 		protocols []string
+		status    int // 400 for a malformed request (invalid_request)
 	}{
-		{"wrong token", nil, []string{"jsonrpc", proto("not-a-token-of-anyone")}},
-		{"two tokens", nil, []string{"jsonrpc", proto("greeter-token-0123456789"), proto("reader-token-0123456789")}},
-		{"not base64url", nil, []string{"jsonrpc", auth.WSTokenProtocol + "a+b"}},
-		{"header decides", bearer("not-a-token-of-anyone"), []string{"jsonrpc", proto("greeter-token-0123456789")}},
-		{"no token", nil, []string{"jsonrpc"}},
+		{"wrong token", nil, []string{"jsonrpc", proto("not-a-token-of-anyone")}, 401},
+		{"two tokens", nil, []string{"jsonrpc", proto("greeter-token-0123456789"), proto("reader-token-0123456789")}, 400},
+		{"not base64url", nil, []string{"jsonrpc", auth.WSTokenProtocol + "a+b"}, 400},
+		{"header decides", bearer("not-a-token-of-anyone"), []string{"jsonrpc", proto("greeter-token-0123456789")}, 401},
+		{"no token", nil, []string{"jsonrpc"}, 401},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, resp, err := dial(tt.header, tt.protocols...)
@@ -574,8 +592,8 @@ func TestWebSocketTokenSubprotocol(t *testing.T) {
 				c.CloseNow()
 				t.Fatal("the upgrade succeeded, want 401")
 			}
-			if resp == nil || resp.StatusCode != http.StatusUnauthorized {
-				t.Fatalf("got %v, %v; want HTTP 401", resp, err)
+			if resp == nil || resp.StatusCode != tt.status {
+				t.Fatalf("got %v, %v; want HTTP %d", resp, err, tt.status)
 			}
 		})
 	}

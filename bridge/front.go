@@ -54,8 +54,9 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request) (*exchange, bool)
 }
 
 // unauthenticated answers a request whose credentials failed: 401 with a
-// Bearer challenge (RFC 6750) naming the failed check, and a JSON-RPC
-// error as a gRPC UNAUTHENTICATED status is answered; or, while the
+// Bearer challenge (RFC 6750) naming the failed check (400 for a
+// malformed request, invalid_request), and a JSON-RPC error as a gRPC
+// UNAUTHENTICATED status is answered; or, while the
 // keys of a JWT's issuer have never loaded, 503 with Retry-After and
 // error 14: the token may be fine. Each is counted by reason and logged
 // with the token's iss and kid (never the token).
@@ -87,7 +88,11 @@ func (s *Server) unauthenticated(w http.ResponseWriter, r *http.Request, x *exch
 	w.Header().Set("WWW-Authenticate", challenge)
 	e := mapping.StatusError(status.New(codes.Unauthenticated, fail.Message()), nil)
 	s.refused(r.Context(), x, "unauthenticated", fail.Reason(), more...)
-	writeJSON(w, http.StatusUnauthorized, wire.AppendError(nil, wire.NullID, e))
+	code := http.StatusUnauthorized
+	if fail.BadRequest() {
+		code = http.StatusBadRequest // invalid_request (RFC 6750 section 3.1)
+	}
+	writeJSON(w, code, wire.AppendError(nil, wire.NullID, e))
 }
 
 // keysRetryAfter is the Retry-After, in seconds, of a JWT refused while

@@ -76,10 +76,10 @@ func TestRefusedTokens(t *testing.T) {
 		parts[1] = b64(claimsJSON(t, k.claims("admin", nil)))
 		return strings.Join(parts, ".")
 	}()
-	const (
-		malformed = "the token is malformed"
-		badHeader = "the Authorization or X-API-Key header is malformed: send exactly one, as Authorization: Bearer <token> or X-API-Key: <token>"
-	)
+	// A token of characters outside RFC 6750's b64token (the JWS JSON
+	// serialization, padding inside) is a malformed token: invalid_token
+	// and 401, as RFC 6750 section 3.1 lists it.
+	const malformed = "the token is malformed"
 	tests := []struct {
 		name, token   string
 		reason, error string // the metric's reason and the challenge's error
@@ -121,12 +121,12 @@ func TestRefusedTokens(t *testing.T) {
 		{"header JSON cut short", b64(`{"alg":`) + "." + b64(goodJSON) + ".c2ln", "malformed", "invalid_token", malformed},
 		{"claims not JSON", b64(`{"alg":"ES256"}`) + "." + b64("[1,") + ".c2ln", "malformed", "invalid_token", malformed},
 		{"signature not base64url", sign(t, es, good, nil) + "~~", "malformed", "invalid_token", malformed},
-		{"padded base64 (no b64token)", b64(`{"alg":"ES256"}`) + "==." + b64(goodJSON) + ".c2ln", "malformed", "invalid_request", badHeader},
+		{"padded base64 (no b64token)", b64(`{"alg":"ES256"}`) + "==." + b64(goodJSON) + ".c2ln", "malformed", "invalid_token", malformed},
 		{"padded base64 at the end", sign(t, es, good, nil) + "==", "malformed", "invalid_token", malformed},
 		{"9 KiB", "eyJ" + strings.Repeat("a", 9<<10) + ".e30.e30", "too_large", "invalid_token", "the token is too large (over 8 KiB)"},
 		{"1 MiB", "eyJ" + strings.Repeat("a", 1<<20-64) + ".e30.e30", "too_large", "invalid_token", "the token is too large (over 8 KiB)"},
-		{"JWS JSON serialization", `{"payload":"` + b64(goodJSON) + `","signatures":[{"protected":"` + b64(`{"alg":"ES256"}`) + `","signature":"c2ln"}]}`, "malformed", "invalid_request", badHeader},
-		{"JWS JSON, flattened", `{"payload":"e30","protected":"e30","signature":"c2ln"}`, "malformed", "invalid_request", badHeader},
+		{"JWS JSON serialization", `{"payload":"` + b64(goodJSON) + `","signatures":[{"protected":"` + b64(`{"alg":"ES256"}`) + `","signature":"c2ln"}]}`, "malformed", "invalid_token", malformed},
+		{"JWS JSON, flattened", `{"payload":"e30","protected":"e30","signature":"c2ln"}`, "malformed", "invalid_token", malformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,9 +13,9 @@ type Failure int
 
 const (
 	OK        Failure = iota
-	Missing           // no credentials at all
+	Missing           // no credentials the bridge takes (none, or an Authorization scheme other than Bearer)
 	Invalid           // a credential that matches no identity
-	Malformed         // an Authorization or X-API-Key header that cannot be read
+	Malformed         // a malformed request: two credentials, an empty one, a subprotocol token that is not base64url
 )
 
 // tokenFailures are the failures of JWTs, one per idp.Reason, from
@@ -42,6 +42,11 @@ var messages = [...]string{
 	Malformed: "the Authorization or X-API-Key header is malformed: send exactly one, as Authorization: Bearer <token> or X-API-Key: <token>",
 }
 
+// badToken is a bearer token or API key of characters outside RFC 6750's
+// b64token: the token is malformed (invalid_token, 401), the request is
+// not (RFC 6750 section 3.1 lists a malformed token under invalid_token).
+var badToken = tokenFailure(idp.Malformed)
+
 // Reason is f's label in metrics and logs: missing, invalid, malformed,
 // or, for a JWT, the label of its idp.Reason (expired, wrong_audience,
 // ...).
@@ -62,8 +67,9 @@ func (f Failure) Message() string {
 }
 
 // Challenge is the error code of f's RFC 6750 challenge: "" for missing
-// credentials (none is sent), invalid_request for a malformed header,
-// invalid_token for the others.
+// credentials (none is sent: RFC 6750 section 3.1 sends no error code
+// to a client that sent none, or tried another scheme), invalid_request
+// for a malformed request, invalid_token for the others.
 func (f Failure) Challenge() string {
 	switch f {
 	case Missing:
@@ -73,6 +79,10 @@ func (f Failure) Challenge() string {
 	}
 	return "invalid_token"
 }
+
+// BadRequest reports whether f is answered 400 rather than 401: RFC 6750
+// section 3.1 answers invalid_request with 400 (Bad Request).
+func (f Failure) BadRequest() bool { return f == Malformed }
 
 // WSTokenProtocol prefixes the WebSocket subprotocol that carries a
 // bearer token, for browsers, which cannot send headers with a WebSocket:
@@ -85,7 +95,9 @@ const WSTokenProtocol = "base64url.bearer.grpc-jsonrpc-bridge."
 // credential returns the bearer token or API key of h, "" if there is
 // none: from Authorization or X-API-Key, or, when neither is sent, from a
 // WebSocket subprotocol (WSTokenProtocol). A token over
-// idp.MaxTokenBytes is TooLarge.
+// idp.MaxTokenBytes is TooLarge. An Authorization of another scheme
+// than Bearer (Basic, Digest) is Missing: no credential the bridge
+// takes.
 func credential(h http.Header) (string, Failure) {
 	authz, keys := h.Values("Authorization"), h.Values("X-Api-Key")
 	switch {
@@ -96,8 +108,14 @@ func credential(h http.Header) (string, Failure) {
 	case len(keys) == 1:
 		return checkToken(keys[0])
 	}
-	scheme, token, ok := strings.Cut(authz[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	// credentials = "Bearer" 1*SP b64token (RFC 6750 section 2.1), the
+	// scheme without case (RFC 9110 section 11.1).
+	v := strings.Trim(authz[0], " \t")
+	scheme, token, _ := strings.Cut(v, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", Missing
+	}
+	if token = strings.TrimLeft(token, " "); token == "" {
 		return "", Malformed
 	}
 	return checkToken(token)
@@ -108,8 +126,10 @@ func checkToken(token string) (string, Failure) {
 	switch {
 	case len(token) > idp.MaxTokenBytes:
 		return "", TooLarge
-	case !isToken(token):
+	case token == "":
 		return "", Malformed
+	case !isToken(token):
+		return "", badToken
 	}
 	return token, OK
 }
@@ -133,8 +153,11 @@ func wsToken(h http.Header) (string, Failure) {
 				return "", TooLarge
 			}
 			b, err := base64.RawURLEncoding.DecodeString(enc)
-			if err != nil || !isToken(string(b)) {
+			switch {
+			case err != nil || len(b) == 0:
 				return "", Malformed
+			case !isToken(string(b)):
+				return "", badToken
 			}
 			token, found = string(b), true
 		}
