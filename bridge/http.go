@@ -79,7 +79,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			serveProbe(w, r, false, s.withDetails(`{"status":"discovering","reason":"the backend's services are not discovered yet"}`))
 		}
 	default:
-		if s.isResourceMetadata(r.URL.Path) {
+		if s.isResourceMetadata(r) {
 			s.serveResourceMetadata(w, r) // RFC 9728: see resource.go
 			return
 		}

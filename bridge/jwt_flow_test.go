@@ -481,3 +481,43 @@ func TestResourceMetadata(t *testing.T) {
 		t.Errorf("the metadata without JWTs: %d, want 404", status)
 	}
 }
+
+// TestResourceMetadataAtItsPath: the metadata of a resource with a path
+// is served where RFC 9728 section 3.1 puts it, the well-known path
+// inserted before the resource's path, and that is what every 401
+// names, whether the resource is auth.resource or, without it, the first
+// audience; its resource is the resource identifier (section 3.3).
+func TestResourceMetadataAtItsPath(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	for _, tt := range []struct {
+		name      string
+		audiences []string
+		resource  string // Options.Resource
+		want      string // the resource identifier
+	}{
+		{"the first audience", []string{"https://bridge.test/api/mcp", testAudience}, "", "https://bridge.test/api/mcp"},
+		{"auth.resource", []string{testAudience}, "https://bridge.test/v1/mcp", "https://bridge.test/v1/mcp"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newJWTBridge(t, idp.Options{Issuer: k.url, Audiences: tt.audiences}, nil, bridge.Options{Resource: tt.resource}, nil)
+			resp, _ := postToken(t, b.url+"/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
+			named := challengeParam(resp.Header.Get("WWW-Authenticate"), "resource_metadata")
+			wantURL := strings.Replace(tt.want, "https://bridge.test/", "https://bridge.test/.well-known/oauth-protected-resource/", 1)
+			if resp.StatusCode != 401 || named != wantURL {
+				t.Fatalf("POST /mcp without a token: %d, resource_metadata %q, want 401 naming %q", resp.StatusCode, named, wantURL)
+			}
+			path := strings.TrimPrefix(named, "https://bridge.test")
+			got, err := testClient.Get(b.url + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc struct{ Resource string }
+			json.NewDecoder(got.Body).Decode(&doc)
+			got.Body.Close()
+			if got.StatusCode != 200 || doc.Resource != tt.want {
+				t.Errorf("GET %s: %d, resource %q, want 200 and %q", path, got.StatusCode, doc.Resource, tt.want)
+			}
+		})
+	}
+}

@@ -54,19 +54,21 @@ func resourceMetadataURL(resource string) string {
 	return u.Scheme + "://" + u.Host + wellKnownResource + strings.TrimSuffix(u.EscapedPath(), "/")
 }
 
-// isResourceMetadata reports whether path is one the metadata is served
-// at: the well-known path alone, followed by /mcp, or followed by the
-// path of Options.Resource.
-func (s *Server) isResourceMetadata(path string) bool {
-	rest, ok := strings.CutPrefix(path, wellKnownResource)
+// isResourceMetadata reports whether r asks for a path the metadata is
+// served at: the well-known path alone, followed by /mcp, or followed by
+// the path of the resource (RFC 9728 section 3.1), whether that is
+// Options.Resource or the first audience: the path every 401's
+// resource_metadata names.
+func (s *Server) isResourceMetadata(r *http.Request) bool {
+	rest, ok := strings.CutPrefix(r.URL.Path, wellKnownResource)
 	if !ok || !s.jwt() {
 		return false
 	}
 	if rest == "" || rest == "/" || rest == "/mcp" {
 		return true
 	}
-	u, err := url.Parse(s.opts.Resource)
-	return err == nil && rest == strings.TrimSuffix(u.EscapedPath(), "/")
+	u, err := url.Parse(s.resource(r))
+	return err == nil && rest == strings.TrimSuffix(u.Path, "/")
 }
 
 // resourceMetadata is the protected resource metadata document.
