@@ -241,3 +241,56 @@ func BenchmarkFirstVerification(b *testing.B) {
 		})
 	}
 }
+
+// TestAudienceForms: an audience that is an http(s) URL matches the
+// same URL as clients write it (RFC 3986 section 6.2: scheme and host
+// without case, the default port, a trailing slash; the MCP
+// specification asks servers to take upper-case schemes and hosts, and
+// MCP clients that parse the resource as a URL send
+// https://bridge.example.com/ for https://bridge.example.com), never
+// another scheme, host, port or path; other audiences match exactly.
+func TestAudienceForms(t *testing.T) {
+	t.Parallel()
+	key := genKey(t, "ES256")
+	p, err := New(Options{Issuer: "https://idp.test", JWKSURL: "https://idp.test/jwks",
+		Audiences: []string{"https://bridge.example.com", "https://api.example.com/mcp/", "billing-api", "urn:example:Bridge"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.install(jwks(t, "k", "ES256", key.Public()), "test"); err != nil {
+		t.Fatal(err)
+	}
+	verify := func(aud any) Reason {
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": "https://idp.test", "aud": aud,
+			"sub": "s", "exp": time.Now().Add(time.Hour).Unix()})
+		tok.Header["kid"] = "k"
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pt, r := Parse(s)
+		if r != OK {
+			return r
+		}
+		_, r = p.Verify(context.Background(), pt)
+		return r
+	}
+	for _, aud := range []any{"https://bridge.example.com", "https://bridge.example.com/", "HTTPS://Bridge.Example.COM/",
+		"https://bridge.example.com:443", "https://api.example.com/mcp", "https://api.example.com:443/mcp/",
+		"billing-api", "urn:example:Bridge", []any{"other", "https://bridge.example.com/"}} {
+		if r := verify(aud); r != OK {
+			t.Errorf("aud %v: %s, want it accepted", aud, r.Label())
+		}
+	}
+	for _, aud := range []any{"http://bridge.example.com", "https://bridge.example.com:8443", "https://bridge.example.com/mcp",
+		"https://bridge.example.com.evil.test", "https://evil.test/https://bridge.example.com", "https://api.example.com/MCP",
+		"https://api.example.com/mcp?x=1", "https://api.example.com/mcp#f", "https://user@bridge.example.com/",
+		"https://api.example.com/mcp//", "Billing-api", "billing-api/", "urn:example:bridge", []any{}, "", []any{"a", "b"}} {
+		if r := verify(aud); r != WrongAudience {
+			t.Errorf("aud %v: %s, want wrong_audience", aud, r.Label())
+		}
+	}
+	if r := verify([]any{"https://bridge.example.com", 7}); r != WrongClaimType {
+		t.Errorf("aud of a number: %s, want a claim of the wrong type", r.Label())
+	}
+}

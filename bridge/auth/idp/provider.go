@@ -101,6 +101,7 @@ type Provider struct {
 	algs      []string
 	client    *http.Client
 	validator *jwt.Validator
+	audiences map[string]bool // audienceKey of each audience
 	log       *slog.Logger
 
 	keys    atomic.Pointer[keySet] // nil until a key set has loaded
@@ -182,7 +183,11 @@ func New(o Options) (*Provider, error) {
 		kick:    make(chan struct{}, 1),
 		log:     o.Logger.With("issuer", o.Issuer),
 		validator: jwt.NewValidator(jwt.WithLeeway(o.ClockSkew), jwt.WithIssuedAt(), jwt.WithExpirationRequired(),
-			jwt.WithIssuer(o.Issuer), jwt.WithAudience(o.Audiences...)),
+			jwt.WithIssuer(o.Issuer)),
+		audiences: make(map[string]bool, len(o.Audiences)),
+	}
+	for _, aud := range o.Audiences {
+		p.audiences[audienceKey(aud)] = true
 	}
 	if o.JWKSFile != "" {
 		if err := p.Reload(); err != nil {

@@ -3,6 +3,7 @@ package idp
 import (
 	"context"
 	"errors"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -167,6 +168,9 @@ func (p *Provider) Verify(ctx context.Context, t *Token) (*Claims, Reason) {
 	if err := p.validator.Validate(t.claims); err != nil {
 		return nil, claimsReason(err, t.claims)
 	}
+	if reason := p.audience(t.claims); reason != OK {
+		return nil, reason
+	}
 	exp, _ := t.claims.GetExpirationTime() // required: Validate checked it
 	sub, _ := t.claims.GetSubject()
 	return &Claims{MapClaims: t.claims, Issuer: t.issuer, Subject: sub, KeyID: kid, Expires: exp.Time,
@@ -211,6 +215,49 @@ func (p *Provider) signed(t *Token, key any) bool {
 		return false
 	}
 	return t.tok.Method.Verify(t.signed, t.tok.Signature, key) == nil
+}
+
+// audience checks that aud, a string or an array of strings (RFC 7519
+// section 4.1.3), holds one of the audiences, as audienceKey compares
+// them.
+func (p *Provider) audience(c jwt.MapClaims) Reason {
+	auds, err := c.GetAudience()
+	if err != nil {
+		return WrongClaimType
+	}
+	for _, aud := range auds {
+		if p.audiences[audienceKey(aud)] {
+			return OK
+		}
+	}
+	return WrongAudience
+}
+
+// audienceKey is what an audience compares as. An http(s) URL without
+// user, query or fragment compares as RFC 3986 section 6.2 makes URLs
+// equal, and as MCP clients send the resource they were told
+// (https://bridge.example.com becomes https://bridge.example.com/ in a
+// client that parses it as a URL): scheme and host without case, the
+// default port dropped, and a trailing slash of the path dropped. The
+// scheme stays: http and https are different resources. Any other
+// audience compares exactly.
+func audienceKey(aud string) string {
+	if len(aud) < 7 || !strings.EqualFold(aud[:4], "http") {
+		return aud
+	}
+	u, err := url.Parse(aud)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
+		return aud
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "https" && scheme != "http" {
+		return aud
+	}
+	host := strings.ToLower(u.Host)
+	if p := u.Port(); scheme == "https" && p == "443" || scheme == "http" && p == "80" {
+		host = strings.TrimSuffix(host, ":"+p)
+	}
+	return scheme + "://" + host + strings.TrimSuffix(u.EscapedPath(), "/")
 }
 
 // claimsReason names the first failed check of a validation error.
