@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -78,11 +79,16 @@ func (s *Server) unauthenticated(w http.ResponseWriter, r *http.Request, x *exch
 		writeJSON(w, http.StatusServiceUnavailable, wire.AppendError(nil, wire.NullID, e))
 		return
 	}
-	challenge := `Bearer realm=` + strconv.Quote(s.opts.AuthRealm)
+	challenge := `Bearer realm=` + quotedString(s.opts.AuthRealm)
 	if code := fail.Challenge(); code != "" {
 		challenge += `, error="` + code + `", error_description="` + fail.Message() + `"`
 	}
 	if s.jwt() {
+		if scope := s.scope(); scope != "" {
+			// The scopes to ask for (MCP 2025-11-25: servers SHOULD
+			// name them in the challenge; RFC 6750 section 3).
+			challenge += `, scope="` + scope + `"`
+		}
 		challenge += `, resource_metadata="` + resourceMetadataURL(s.resource(r)) + `"`
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
@@ -93,6 +99,46 @@ func (s *Server) unauthenticated(w http.ResponseWriter, r *http.Request, x *exch
 		code = http.StatusBadRequest // invalid_request (RFC 6750 section 3.1)
 	}
 	writeJSON(w, code, wire.AppendError(nil, wire.NullID, e))
+}
+
+// quotedString is v as an RFC 9110 quoted-string: '"' and '\\' escaped,
+// bytes a quoted-string cannot hold (controls but tab, DEL) left out.
+func quotedString(v string) string {
+	b := make([]byte, 0, len(v)+2)
+	b = append(b, '"')
+	for i := range len(v) {
+		switch c := v[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\t' || c >= 0x20 && c != 0x7f:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '"'))
+}
+
+// scope is the scope attribute of the bridge's challenges: the scopes
+// of Options.Scopes that are RFC 6749 scope-tokens, space-delimited.
+func (s *Server) scope() string {
+	var out []string
+	for _, sc := range s.opts.Scopes {
+		if ScopeToken(sc) {
+			out = append(out, sc)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// ScopeToken reports whether sc is an RFC 6749 scope-token (appendix
+// A.4: one or more of %x21 / %x23-5B / %x5D-7E), which a challenge's
+// scope attribute can carry.
+func ScopeToken(sc string) bool {
+	for i := range len(sc) {
+		if c := sc[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return sc != ""
 }
 
 // keysRetryAfter is the Retry-After, in seconds, of a JWT refused while

@@ -475,6 +475,10 @@ func TestResourceMetadata(t *testing.T) {
 		if strings.Contains(ch, "error=") {
 			t.Errorf("POST %s without a token: %q, want no error code (RFC 6750 section 3.1)", path, ch)
 		}
+		// MCP 2025-11-25: the scopes to ask for, in the challenge.
+		if got := challengeParam(ch, "scope"); got != "bridge:call" {
+			t.Errorf("POST %s without a token: scope %q in %q, want bridge:call", path, got, ch)
+		}
 	}
 	static := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	if status, _ := static.do(t, http.MethodGet, "/.well-known/oauth-protected-resource", "", ""); status != 404 {
@@ -519,5 +523,22 @@ func TestResourceMetadataAtItsPath(t *testing.T) {
 				t.Errorf("GET %s: %d, resource %q, want 200 and %q", path, got.StatusCode, doc.Resource, tt.want)
 			}
 		})
+	}
+}
+
+// TestChallengeSyntax: the challenge is RFC 9110 syntax whatever the
+// realm (a quote and a backslash escaped, a control left out), and its
+// scope attribute lists the scopes, space-delimited.
+func TestChallengeSyntax(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url}, nil,
+		bridge.Options{AuthRealm: "ops \"prod\" \\ eu\x01", Scopes: []string{"bridge:call", "billing.read"}}, nil)
+	resp, _ := postToken(t, b.url, "not-a-token", sayHello)
+	ch := resp.Header.Get("WWW-Authenticate")
+	want := `Bearer realm="ops \"prod\" \\ eu", error="invalid_token", error_description="the credentials are not valid", ` +
+		`scope="bridge:call billing.read", resource_metadata="https://bridge.test/.well-known/oauth-protected-resource"`
+	if ch != want {
+		t.Errorf("got WWW-Authenticate\n%s\nwant\n%s", ch, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
 )
 
@@ -205,8 +206,10 @@ func (s Settings) validateJWT() []error {
 			}
 			metadataKeys[k] = p + claim
 		}
-		if slices.Contains(j.Scopes, "") {
-			bad(p+"scopes", "holds an empty scope")
+		for _, sc := range j.Scopes {
+			if !bridge.ScopeToken(sc) {
+				bad(p+"scopes", "want scopes of printable ASCII without space, quote or backslash (RFC 6749 scope-tokens), got %q", sc)
+			}
 		}
 	}
 	if r := s.Auth.Resource; r != "" {

@@ -59,6 +59,8 @@ func TestJWTErrors(t *testing.T) {
 		{name: "one issuer twice", file: "auth:\n  jwt:\n    issuer: https://i.example.com\n    audiences: [a]\n  jwt_providers:\n    - {issuer: https://i.example.com, audiences: [a]}\n", key: "auth.jwt_providers[0].issuer"},
 		{name: "a claims map that is no map", args: []string{"--auth-jwt-issuer", "https://i.example.com", "--auth-jwt-audiences", "a"}, file: "auth:\n  jwt:\n    claims_metadata: [sub]\n", key: "auth.jwt.claims_metadata"},
 		{name: "a negative clock skew", args: []string{"--auth-jwt-issuer", "https://i.example.com", "--auth-jwt-audiences", "a", "--auth-jwt-clock-skew", "-1s"}, key: "auth.jwt.clock_skew"},
+		{name: "a scope with a quote", file: "auth:\n  jwt:\n    issuer: https://i.example.com\n    audiences: [a]\n    scopes: ['bridge:\"call']\n", key: "auth.jwt.scopes"},
+		{name: "a scope with a space", file: "auth:\n  jwt:\n    issuer: https://i.example.com\n    audiences: [a]\n    scopes: ['read write']\n", key: "auth.jwt.scopes"},
 		{name: "a url and a file", args: []string{"--auth-jwt-issuer", "https://i.example.com", "--auth-jwt-audiences", "a", "--auth-jwt-jwks-url", "https://i.example.com/k", "--auth-jwt-jwks-file", "k.json"}, key: "auth.jwt.jwks_url"},
 	}
 	for _, tt := range tests {
