@@ -115,6 +115,10 @@ func TestRefusedTokens(t *testing.T) {
 		{"exp a string", sign(t, es, k.claims("svc", jwt.MapClaims{"exp": "2999-01-01"}), nil), "malformed", "invalid_token", "the token is malformed: a claim has the wrong type"},
 		{"nbf an object", sign(t, es, k.claims("svc", jwt.MapClaims{"nbf": map[string]any{"a": 1}}), nil), "malformed", "invalid_token", "the token is malformed: a claim has the wrong type"},
 		{"iss a number", sign(t, es, k.claims("svc", jwt.MapClaims{"iss": 42}), nil), "malformed", "invalid_token", "the token is malformed: a claim has the wrong type"},
+		{"typ of a DPoP proof", sign(t, es, good, map[string]any{"typ": "dpop+jwt"}), "malformed", "invalid_token", "the token is malformed: its type (typ) is not that of an access token"},
+		{"typ of a logout token", sign(t, es, good, map[string]any{"typ": "application/logout+jwt"}), "malformed", "invalid_token", "the token is malformed: its type (typ) is not that of an access token"},
+		{"typ not a string", sign(t, es, good, map[string]any{"typ": 1}), "malformed", "invalid_token", "the token is malformed: its type (typ) is not that of an access token"},
+		{"sub a number", sign(t, es, k.claims("svc", jwt.MapClaims{"sub": 42}), nil), "malformed", "invalid_token", "the token is malformed: a claim has the wrong type"},
 		{"unknown crit", sign(t, es, good, map[string]any{"crit": []string{"exp-ext"}, "exp-ext": true}), "malformed", "invalid_token", "the token is malformed: it names a critical header extension (crit) the bridge does not support"},
 		{"many dots", "eyJhbGciOiJFUzI1NiJ9.e30.e30.e30.e30.e30", "malformed", "invalid_token", malformed},
 		{"two parts", "eyJhbGciOiJFUzI1NiJ9.e30", "malformed", "invalid_token", malformed},
@@ -157,9 +161,12 @@ func TestRefusedTokens(t *testing.T) {
 			}
 		})
 	}
-	// Still serving, with no panic logged, and a good token passes.
-	if resp, body := postToken(t, b.url, sign(t, es, good, nil), sayHello); resp.StatusCode != 200 || !strings.Contains(string(body), `"result"`) {
-		t.Errorf("a good token after the corpus: got %d %s", resp.StatusCode, body)
+	// Still serving, with no panic logged, and a good token passes, typed
+	// as an access token (RFC 9068), a JWT, or not at all.
+	for _, typ := range []any{nil, "JWT", "jwt", "at+jwt", "application/at+jwt", "application/JWT"} {
+		if resp, body := postToken(t, b.url, sign(t, es, good, map[string]any{"typ": typ}), sayHello); resp.StatusCode != 200 || !strings.Contains(string(body), `"result"`) {
+			t.Errorf("a good token of typ %v after the corpus: got %d %s", typ, resp.StatusCode, body)
+		}
 	}
 	if strings.Contains(b.log.String(), "panic") {
 		t.Errorf("a panic was logged:\n%s", b.log)

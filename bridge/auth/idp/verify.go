@@ -23,6 +23,7 @@ const (
 	AlgorithmNotAllowed        // alg not in the allowed list (none, HS256, ...), or not the JWK's
 	UnsupportedCrit            // a crit header: the bridge supports no extension
 	WrongClaimType             // a registered claim of the wrong type (exp as a string)
+	WrongTokenType             // a typ header naming another kind of JWT (dpop+jwt, logout+jwt, ...)
 	NoExpiry                   // no exp
 	WrongIssuer                // iss is not the issuer's
 	UnknownKey                 // no key of the key set has the token's kid
@@ -35,7 +36,7 @@ const (
 
 var labels = [...]string{
 	OK: "", Malformed: "malformed", TooLarge: "too_large", AlgorithmNotAllowed: "algorithm_not_allowed",
-	UnsupportedCrit: "malformed", WrongClaimType: "malformed", NoExpiry: "malformed",
+	UnsupportedCrit: "malformed", WrongClaimType: "malformed", WrongTokenType: "malformed", NoExpiry: "malformed",
 	WrongIssuer: "wrong_issuer", UnknownKey: "unknown_key", BadSignature: "bad_signature", Expired: "expired",
 	NotYetValid: "not_yet_valid", WrongAudience: "wrong_audience", KeysNotLoaded: "keys_not_loaded",
 }
@@ -48,6 +49,7 @@ var descriptions = [...]string{
 	AlgorithmNotAllowed: "the token's signing algorithm is not allowed",
 	UnsupportedCrit:     "the token is malformed: it names a critical header extension (crit) the bridge does not support",
 	WrongClaimType:      "the token is malformed: a claim has the wrong type",
+	WrongTokenType:      "the token is malformed: its type (typ) is not that of an access token",
 	NoExpiry:            "the token is malformed: it has no expiry (exp)",
 	WrongIssuer:         "the token is from the wrong issuer",
 	UnknownKey:          "the token is signed with an unknown key",
@@ -130,7 +132,7 @@ func (c *Claims) String(name string) string {
 }
 
 // Verify checks t, in this order: its alg is allowed, it has no crit
-// header, its iss is the provider's, the key set has loaded and holds
+// header, its typ (if any) is an access token's, its iss is the provider's, the key set has loaded and holds
 // its key (kid; refetched once, rate-limited, when unknown), the
 // signature verifies, and its claims: exp present and in the future, nbf
 // and iat not in the future (within the clock skew), aud holding one of
@@ -143,6 +145,9 @@ func (p *Provider) Verify(ctx context.Context, t *Token) (*Claims, Reason) {
 	}
 	if _, crit := t.tok.Header["crit"]; crit {
 		return nil, UnsupportedCrit
+	}
+	if typ, ok := t.tok.Header["typ"]; ok && !accessTokenType(typ) {
+		return nil, WrongTokenType
 	}
 	if t.issuer != p.opts.Issuer {
 		return nil, WrongIssuer
@@ -172,7 +177,10 @@ func (p *Provider) Verify(ctx context.Context, t *Token) (*Claims, Reason) {
 		return nil, reason
 	}
 	exp, _ := t.claims.GetExpirationTime() // required: Validate checked it
-	sub, _ := t.claims.GetSubject()
+	sub, err := t.claims.GetSubject()
+	if err != nil {
+		return nil, WrongClaimType // a sub that is no string (RFC 7519 section 4.1.2)
+	}
 	return &Claims{MapClaims: t.claims, Issuer: t.issuer, Subject: sub, KeyID: kid, Expires: exp.Time,
 		Key: KeyRef{kid: kid, print: ks.prints[kid], Gen: ks.gen}}, OK
 }
@@ -215,6 +223,25 @@ func (p *Provider) signed(t *Token, key any) bool {
 		return false
 	}
 	return t.tok.Method.Verify(t.signed, t.tok.Signature, key) == nil
+}
+
+// accessTokenType reports whether typ, a JWS typ header (a media type,
+// "application/" left out or not, without case: RFC 7515 section
+// 4.1.9), may be that of an access token: JWT (RFC 7519), at+jwt (RFC
+// 9068) or JOSE. Any other names another kind of JWT that must not pass
+// for one (RFC 8725 section 3.11, explicit typing): a DPoP proof
+// (dpop+jwt), a logout token (logout+jwt), a security event
+// (secevent+jwt). A token without typ is taken: Kubernetes and many
+// providers send none.
+func accessTokenType(typ any) bool {
+	s, ok := typ.(string)
+	if !ok {
+		return false
+	}
+	if len(s) > len("application/") && strings.EqualFold(s[:len("application/")], "application/") {
+		s = s[len("application/"):]
+	}
+	return strings.EqualFold(s, "JWT") || strings.EqualFold(s, "at+jwt") || strings.EqualFold(s, "JOSE")
 }
 
 // audience checks that aud, a string or an array of strings (RFC 7519
