@@ -294,3 +294,56 @@ func TestAudienceForms(t *testing.T) {
 		t.Errorf("aud of a number: %s, want a claim of the wrong type", r.Label())
 	}
 }
+
+// TestKeyRefOfTheVerifyingKey: a token's KeyRef names the key that
+// verified it, even while key sets that put other material under its
+// kid are installed meanwhile: a token of the key a refresh dropped must
+// not pass for one of its successor (the cache keeps a token while
+// HasKey holds).
+func TestKeyRefOfTheVerifyingKey(t *testing.T) {
+	t.Parallel()
+	a, b := genKey(t, "ES256"), genKey(t, "ES256")
+	setA, setB := jwks(t, "k", "ES256", a.Public()), jwks(t, "k", "ES256", b.Public())
+	p, err := New(Options{Issuer: "https://idp.test", Audiences: []string{"aud"}, JWKSURL: "https://idp.test/jwks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.install(setA, "a"); err != nil {
+		t.Fatal(err)
+	}
+	printA := p.keys.Load().prints["k"]
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": "https://idp.test", "aud": "aud", "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = "k"
+	s, err := tok.SignedString(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // key sets of a and of b, in turn
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			set := setA
+			if i%2 == 1 {
+				set = setB
+			}
+			_ = p.install(set, "flip")
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for range 3000 {
+		pt, r := Parse(s)
+		if r != OK {
+			t.Fatal(r.Label())
+		}
+		c, r := p.Verify(context.Background(), pt)
+		if r == OK && c.Key.print != printA {
+			t.Fatalf("a token of key a verified with a KeyRef of another key's material")
+		}
+	}
+}

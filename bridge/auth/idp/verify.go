@@ -160,12 +160,13 @@ func (p *Provider) Verify(ctx context.Context, t *Token) (*Claims, Reason) {
 	if ks == nil {
 		return nil, KeysNotLoaded
 	}
-	key, reason := p.key(ctx, ks, t.tok, kid)
+	// ks becomes the key set the key came from (a refetch may bring a
+	// newer one): the KeyRef below names the key of that set, so that a
+	// set installed meanwhile without it, or with other material under
+	// its kid, makes the cache drop the token (HasKey).
+	key, ks, reason := p.key(ctx, ks, t.tok, kid)
 	if reason != OK {
 		return nil, reason
-	}
-	if ks = p.keys.Load(); kid != "" && ks.prints[kid] == "" {
-		return nil, UnknownKey // dropped meanwhile
 	}
 	if !p.signed(t, key) {
 		return nil, BadSignature
@@ -186,8 +187,8 @@ func (p *Provider) Verify(ctx context.Context, t *Token) (*Claims, Reason) {
 }
 
 // key finds the key of tok in ks, or, for an unknown kid, in the key set
-// a refetch brings.
-func (p *Provider) key(ctx context.Context, ks *keySet, tok *jwt.Token, kid string) (any, Reason) {
+// a refetch brings, and returns the key set it found it in.
+func (p *Provider) key(ctx context.Context, ks *keySet, tok *jwt.Token, kid string) (any, *keySet, Reason) {
 	key, err := ks.kf.Keyfunc(tok)
 	if errors.Is(err, jwkset.ErrKeyNotFound) && p.awaitRefetch(ctx) {
 		ks = p.keys.Load()
@@ -196,19 +197,19 @@ func (p *Provider) key(ctx context.Context, ks *keySet, tok *jwt.Token, kid stri
 	switch {
 	case err == nil:
 	case errors.Is(err, jwkset.ErrKeyNotFound):
-		return nil, UnknownKey
+		return nil, nil, UnknownKey
 	default:
 		// keyfunc refuses a key whose alg is not the token's, or whose use
 		// is not sig.
 		if jwk, rerr := ks.store.KeyRead(ctx, kid); rerr == nil && jwk.Marshal().ALG != "" && string(jwk.Marshal().ALG) != tok.Method.Alg() {
-			return nil, AlgorithmNotAllowed
+			return nil, nil, AlgorithmNotAllowed
 		}
-		return nil, UnknownKey
+		return nil, nil, UnknownKey
 	}
 	if set, ok := key.(jwt.VerificationKeySet); ok && len(set.Keys) == 0 {
-		return nil, UnknownKey
+		return nil, nil, UnknownKey
 	}
-	return key, OK
+	return key, ks, OK
 }
 
 // signed reports whether t's signature verifies with key, or with one of
