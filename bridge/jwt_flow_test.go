@@ -542,3 +542,56 @@ func TestChallengeSyntax(t *testing.T) {
 		t.Errorf("got WWW-Authenticate\n%s\nwant\n%s", ch, want)
 	}
 }
+
+// TestMCPSessionOfAnotherCaller: an MCP session answers only the caller
+// that opened it (MCP's security best practices: bind a session to its
+// user): another caller sending its id, even one of the same identity
+// with a token of another subject, gets 404 as for a session that does
+// not exist, on POST, GET and DELETE; its owner goes on using it.
+func TestMCPSessionOfAnotherCaller(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	key := newTestKey(t, "ES256")
+	k.publish(key)
+	b := newJWTBridge(t, idp.Options{Issuer: k.url}, []bridge.Identity{{Name: "staff", JWT: &auth.Selector{}, Allow: []string{"*"}}}, bridge.Options{}, nil)
+	awaitLoaded(t, b.provider)
+	alice, bob := sign(t, key, k.claims("alice", nil), nil), sign(t, key, k.claims("bob", nil), nil)
+	do := func(method, token, session, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, b.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		resp, err := testClient.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf [512]byte
+		n, _ := resp.Body.Read(buf[:]) // a GET's stream stays open: its start is enough
+		return resp, string(buf[:n])
+	}
+	resp, body := do(http.MethodPost, alice, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || session == "" {
+		t.Fatalf("initialize: %d %s, want 200 and a session", resp.StatusCode, body)
+	}
+	if resp, body := do(http.MethodPost, alice, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != 202 {
+		t.Fatalf("notifications/initialized: %d %s", resp.StatusCode, body)
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		if resp, body := do(m, bob, session, list); resp.StatusCode != 404 {
+			t.Errorf("%s with another caller's session: %d %s, want 404", m, resp.StatusCode, body)
+		}
+	}
+	if resp, body := do(http.MethodPost, alice, session, list); resp.StatusCode != 200 || !strings.Contains(body, `"tools"`) {
+		t.Errorf("tools/list of the session's owner: %d %s", resp.StatusCode, body)
+	}
+}

@@ -208,6 +208,14 @@ func (e mcpEngine) Hold(h http.Header) func(context.Context) string {
 	return func(ctx context.Context) string { return a.Hold(ctx, r, id) }
 }
 
+// Owner is the principal of the caller of h (see auth.Caller.Principal).
+func (e mcpEngine) Owner(h http.Header) string {
+	if c := e.caller(h); e.s.opts.Auth != nil && c != nil && c.id != nil {
+		return c.id.Principal()
+	}
+	return ""
+}
+
 func (e mcpEngine) Call(ctx context.Context, h http.Header, request []byte) []byte {
 	return e.run(ctx, h, request, nil)
 }

@@ -121,6 +121,7 @@ type Caller struct {
 	*identity
 	expires  time.Time // when its token stops verifying (exp and the clock skew); zero for static credentials
 	metadata []string  // claim metadata: key, value, key, value...
+	subject  string    // a JWT's issuer and subject (see Principal), "" for static credentials
 }
 
 type tokenEntry struct {
@@ -365,6 +366,17 @@ func (id *identity) allows(name string) bool {
 // Metadata returns the claim metadata of id, keys and values in turn
 // (key, value, key, value...); the caller must not change it.
 func (id *Caller) Metadata() []string { return id.metadata }
+
+// Principal names the caller more finely than its identity, which many
+// callers may share: a JWT's issuer and subject, or, for static
+// credentials and a token without sub, the identity's name. Sessions are
+// bound to it.
+func (id *Caller) Principal() string {
+	if id.subject != "" {
+		return id.subject
+	}
+	return id.name
+}
 
 // Expires is when id's token stops verifying (its exp, and the clock
 // skew); zero for a static credential.

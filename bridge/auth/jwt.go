@@ -55,6 +55,9 @@ func (s *snapshot) resolve(p *Provider, claims *idp.Claims) *Caller {
 		}
 	}
 	c := &Caller{identity: id}
+	if claims.Subject != "" {
+		c.subject = "\x00jwt\x00" + claims.Issuer + "\x00" + claims.Subject
+	}
 	for _, claim := range slices.Sorted(maps.Keys(p.ClaimsMetadata)) {
 		if v := claims.String(claim); v != "" && printable(v) {
 			c.metadata = append(c.metadata, p.ClaimsMetadata[claim], v)

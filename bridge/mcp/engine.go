@@ -29,4 +29,9 @@ type Engine interface {
 	Stream(ctx context.Context, h http.Header, request []byte, onMessage func(msg json.RawMessage)) []byte
 	// Hold returns, for the request of header h, a function that blocks while its caller's credentials hold and returns why they stopped ("" when its context ends); nil when they never stop (no authentication, stdio). A session ends when the credentials of its latest request stop holding.
 	Hold(h http.Header) func(ctx context.Context) string
+	// Owner names the caller of h finely enough that no other caller has
+	// its name (a JWT's issuer and subject, else the identity): a session
+	// answers only its first request's owner. "" when nobody is told
+	// apart (no authentication).
+	Owner(h http.Header) string
 }

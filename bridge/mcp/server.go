@@ -125,6 +125,16 @@ func (s *Server) Handler() http.Handler {
 				strconv.Itoa(s.opts.MaxSessions) + ` open; retry later"}}`))
 			return
 		}
+		if !s.ownedBy(r) {
+			// Another caller's session (MCP's security best practices:
+			// bind sessions to the user): answered as a session that does
+			// not exist, so that its id tells nothing, and its client, if
+			// it is the session's own with new credentials, starts anew.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"session not found: start a new one (initialize)"}}`))
+			return
+		}
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
 			s.listens.Add(1)
 			defer s.listens.Add(-1)
@@ -137,6 +147,17 @@ func (s *Server) Handler() http.Handler {
 		s.http.ServeHTTP(rw, r)
 		rw.end()
 	})
+}
+
+// ownedBy reports whether the session r names, if any, is its caller's:
+// the first request of a session sets its owner (see hold).
+func (s *Server) ownedBy(r *http.Request) bool {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" || s.opts.Stateless {
+		return true
+	}
+	v, ok := s.watches.Load(id)
+	return !ok || v.(*watch).owner == s.engine.Owner(r.Header)
 }
 
 // opensSession tells whether r may open a session that outlives it: a
@@ -265,6 +286,7 @@ func (s *Server) Close() {
 
 // watch holds the credentials of one session's latest request.
 type watch struct {
+	owner  string // Engine.Owner of the session's first request
 	mu     sync.Mutex
 	hold   func(context.Context) string
 	cancel context.CancelFunc // of the hold running, to run the next instead
@@ -282,7 +304,7 @@ func (s *Server) hold(req sdk.Request) {
 	if hold == nil {
 		return
 	}
-	w := &watch{hold: hold}
+	w := &watch{hold: hold, owner: s.engine.Owner(header(req.GetExtra()))}
 	if v, loaded := s.watches.LoadOrStore(ss.ID(), w); loaded {
 		w = v.(*watch)
 		w.mu.Lock()
