@@ -79,19 +79,9 @@ func (s *Server) unauthenticated(w http.ResponseWriter, r *http.Request, x *exch
 		writeJSON(w, http.StatusServiceUnavailable, wire.AppendError(nil, wire.NullID, e))
 		return
 	}
-	challenge := `Bearer realm=` + quotedString(s.opts.AuthRealm)
-	if code := fail.Challenge(); code != "" {
-		challenge += `, error="` + code + `", error_description="` + fail.Message() + `"`
-	}
-	if s.jwt() {
-		if scope := s.scope(); scope != "" {
-			// The scopes to ask for (MCP 2025-11-25: servers SHOULD
-			// name them in the challenge; RFC 6750 section 3).
-			challenge += `, scope="` + scope + `"`
-		}
-		challenge += `, resource_metadata="` + resourceMetadataURL(s.resource(r)) + `"`
-	}
-	w.Header().Set("WWW-Authenticate", challenge)
+	// The scopes to ask for (MCP 2025-11-25: servers SHOULD name them in
+	// the challenge; RFC 6750 section 3).
+	w.Header().Set("WWW-Authenticate", s.challenge(r, fail.Challenge(), fail.Message(), s.opts.Scopes))
 	e := mapping.StatusError(status.New(codes.Unauthenticated, fail.Message()), nil)
 	s.refused(r.Context(), x, "unauthenticated", fail.Reason(), more...)
 	code := http.StatusUnauthorized
@@ -99,6 +89,24 @@ func (s *Server) unauthenticated(w http.ResponseWriter, r *http.Request, x *exch
 		code = http.StatusBadRequest // invalid_request (RFC 6750 section 3.1)
 	}
 	writeJSON(w, code, wire.AppendError(nil, wire.NullID, e))
+}
+
+// challenge is the bridge's Bearer challenge (RFC 6750 section 3) to r:
+// its realm, the error code and its description when code is not "",
+// and, with JWTs on, the scopes (those that are scope-tokens) and the
+// protected resource metadata's URL (RFC 9728 section 5.1).
+func (s *Server) challenge(r *http.Request, code, description string, scopes []string) string {
+	ch := `Bearer realm=` + quotedString(s.opts.AuthRealm)
+	if code != "" {
+		ch += `, error="` + code + `", error_description="` + description + `"`
+	}
+	if s.jwt() {
+		if scope := scopeList(scopes); scope != "" {
+			ch += `, scope="` + scope + `"`
+		}
+		ch += `, resource_metadata="` + resourceMetadataURL(s.resource(r)) + `"`
+	}
+	return ch
 }
 
 // quotedString is v as an RFC 9110 quoted-string: '"' and '\\' escaped,
@@ -117,11 +125,11 @@ func quotedString(v string) string {
 	return string(append(b, '"'))
 }
 
-// scope is the scope attribute of the bridge's challenges: the scopes
-// of Options.Scopes that are RFC 6749 scope-tokens, space-delimited.
-func (s *Server) scope() string {
+// scopeList is the scope attribute of a challenge: those of scopes that
+// are RFC 6749 scope-tokens, space-delimited.
+func scopeList(scopes []string) string {
 	var out []string
-	for _, sc := range s.opts.Scopes {
+	for _, sc := range scopes {
 		if ScopeToken(sc) {
 			out = append(out, sc)
 		}

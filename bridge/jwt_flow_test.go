@@ -595,3 +595,77 @@ func TestMCPSessionOfAnotherCaller(t *testing.T) {
 		t.Errorf("tools/list of the session's owner: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestMCPInsufficientScope: a token that matches no identity, but would
+// with more scopes, gets 403 on an MCP tools/call with
+// error="insufficient_scope" and the scopes to ask for, its own
+// included (RFC 6750 section 3.1; MCP 2025-11-25, runtime insufficient
+// scope), the same for an unknown tool (it tells nothing of which
+// exist); tools/list still lists nothing. A token that more scopes would
+// not help (another subject), and one with the scopes, are served as
+// before.
+func TestMCPInsufficientScope(t *testing.T) {
+	t.Parallel()
+	k := newKeyIssuer(t)
+	key := newTestKey(t, "ES256")
+	k.publish(key)
+	ids := []bridge.Identity{
+		{Name: "ops", JWT: &auth.Selector{Subjects: []string{"ops-bot"}, Claims: map[string]string{"scope": "bridge:admin"}}, Allow: []string{"*"}},
+		{Name: "callers", JWT: &auth.Selector{Claims: map[string]string{"scope": "bridge:call", "groups": "staff"}}, Allow: []string{"helloworld.*"}},
+	}
+	b := newJWTBridge(t, idp.Options{Issuer: k.url}, ids, bridge.Options{}, nil)
+	awaitLoaded(t, b.provider)
+	call := func(token, tool string) (*http.Response, string) {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"name":"s"}}}`
+		req, _ := http.NewRequest(http.MethodPost, b.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := testClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out strings.Builder
+		buf := make([]byte, 4096)
+		n, _ := resp.Body.Read(buf)
+		out.Write(buf[:n])
+		return resp, out.String()
+	}
+	for _, tt := range []struct {
+		name, scope, want string
+	}{
+		{"no scope", "", "bridge:call"},
+		{"other scopes", "openid profile", "openid profile bridge:call"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			token := sign(t, key, k.claims("carol", jwt.MapClaims{"scope": tt.scope, "groups": []string{"staff"}}), nil)
+			for _, tool := range []string{toolHello, "no_such_tool"} {
+				resp, body := call(token, tool)
+				ch := resp.Header.Get("WWW-Authenticate")
+				if resp.StatusCode != 403 || challengeParam(ch, "error") != "insufficient_scope" || challengeParam(ch, "scope") != tt.want ||
+					challengeParam(ch, "resource_metadata") != "https://bridge.test/.well-known/oauth-protected-resource" {
+					t.Errorf("tools/call %s: %d %q %s, want 403 insufficient_scope with scope %q", tool, resp.StatusCode, ch, body, tt.want)
+				}
+				if !strings.Contains(body, `"id":7`) || !strings.Contains(body, `"error"`) {
+					t.Errorf("tools/call %s: body %s, want a JSON-RPC error of id 7", tool, body)
+				}
+			}
+			if names := toolNames(t, mustConnectMCP(t, b.url, token)); len(names) != 0 {
+				t.Errorf("tools/list: %v, want none", names)
+			}
+		})
+	}
+	// Scopes would not make mallory ops-bot, nor one of staff: refused as
+	// before, in a result.
+	other := mustConnectMCP(t, b.url, sign(t, key, k.claims("mallory", jwt.MapClaims{"scope": "bridge:admin-not"}), nil))
+	if r, err := callTool(t, other, toolHello, `{"name":"m"}`); err != nil || !r.IsError || !strings.Contains(resultText(r), "PERMISSION_DENIED") {
+		t.Errorf("a token that scopes would not help: %v %+v, want the refusal of a call", err, r)
+	}
+	granted := mustConnectMCP(t, b.url, sign(t, key, k.claims("carol", jwt.MapClaims{"scope": "bridge:call", "groups": []string{"staff"}}), nil))
+	if r, err := callTool(t, granted, toolHello, `{"name":"c"}`); err != nil || r.IsError {
+		t.Errorf("a token with the scope: %v %+v, want the result", err, r)
+	}
+}

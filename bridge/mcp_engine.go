@@ -208,6 +208,27 @@ func (e mcpEngine) Hold(h http.Header) func(context.Context) string {
 	return func(ctx context.Context) string { return a.Hold(ctx, r, id) }
 }
 
+// insufficientScope is the error_description of a 403 to a token whose
+// scopes let it call nothing.
+const insufficientScope = "the token's scopes allow no method: ask for a token with the scopes of scope"
+
+// InsufficientScope is the challenge of a 403 to a tools/call of the
+// request of h, when its token matched no identity and more scopes would
+// make it one that may call (auth.Auth.ScopesFor): error
+// insufficient_scope and the scopes to ask for (MCP 2025-11-25, scope
+// challenge handling). "" otherwise: the call is refused as any other.
+func (e mcpEngine) InsufficientScope(h http.Header) string {
+	c := e.caller(h)
+	if e.s.opts.Auth == nil || c == nil || c.id == nil {
+		return ""
+	}
+	scopes := e.s.opts.Auth.ScopesFor(c.r, c.id)
+	if scopeList(scopes) == "" {
+		return ""
+	}
+	return e.s.challenge(c.r, "insufficient_scope", insufficientScope, scopes)
+}
+
 // Owner is the principal of the caller of h (see auth.Caller.Principal).
 func (e mcpEngine) Owner(h http.Header) string {
 	if c := e.caller(h); e.s.opts.Auth != nil && c != nil && c.id != nil {

@@ -97,6 +97,7 @@ type snapshot struct {
 	tokens    []tokenEntry
 	certs     map[certKey]*identity
 	selectors []*identity // those with a JWT selector, in order
+	scoped    bool        // some selector asks for a scope (scope or scp)
 	unmatched *identity
 	cache     *tokenCache
 }
@@ -236,6 +237,9 @@ func (a *Auth) build(ids []Identity) (*snapshot, error) {
 			}
 			id.sel = sel
 			s.selectors = append(s.selectors, id)
+			for _, kv := range sel.claims {
+				s.scoped = s.scoped || kv[0] == "scope" || kv[0] == "scp"
+			}
 		}
 		s.ids = append(s.ids, id)
 	}

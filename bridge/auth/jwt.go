@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
 )
@@ -106,20 +109,7 @@ func (a *Auth) selector(sel *Selector) (*selector, error) {
 }
 
 // match reports whether verified claims satisfy every condition of s.
-func (s *selector) match(c *idp.Claims) bool {
-	if s.issuer != "" && c.Issuer != s.issuer {
-		return false
-	}
-	if len(s.subjects) > 0 && !slices.Contains(s.subjects, c.Subject) {
-		return false
-	}
-	for _, kv := range s.claims {
-		if !claimHas(kv[0], c.MapClaims[kv[0]], kv[1]) {
-			return false
-		}
-	}
-	return true
-}
+func (s *selector) match(c *idp.Claims) bool { return s.matchBut(c) }
 
 // claimHas reports whether the claim name of value v holds want.
 func claimHas(name string, v any, want string) bool {
@@ -246,3 +236,103 @@ func (c *tokenCache) makeRoom(now time.Time) {
 
 // Len is the number of tokens cached now, for tests.
 func (c *tokenCache) Len() int { return int(c.entries.Load()) }
+
+// ScopesFor returns the scopes a token like that of r, whose caller c
+// matched no identity (it may call nothing), would need to be a caller
+// that may call something: its own scopes (scope and scp) and those of
+// the first identity whose selector its token matches but for them, when
+// a token with them resolves to that identity. nil when c is another
+// caller, or no scopes would do (no selector asks for scopes, or the
+// token lacks other claims too). It says nothing of any method, so that
+// its answer tells nothing of which methods exist. The token is parsed
+// again, not verified: c says it verified.
+func (a *Auth) ScopesFor(r *http.Request, c *Caller) []string {
+	s := a.cur.Load()
+	if c == nil || c.identity != s.unmatched || c.expires.IsZero() || !s.scoped {
+		return nil
+	}
+	token, fail := credential(r.Header)
+	if fail != OK {
+		return nil
+	}
+	t, reason := idp.Parse(token)
+	if reason != idp.OK {
+		return nil
+	}
+	claims := t.Unverified()
+	have := tokenScopes(claims.MapClaims)
+	for _, cand := range s.selectors {
+		if len(cand.allow) == 0 || !cand.sel.matchBut(claims, "scope", "scp") {
+			continue
+		}
+		want := slices.Clone(have)
+		grant := jwt.MapClaims{}
+		maps.Copy(grant, claims.MapClaims)
+		for _, kv := range cand.sel.claims {
+			if kv[0] == "scope" || kv[0] == "scp" {
+				if !slices.Contains(want, kv[1]) {
+					want = append(want, kv[1])
+				}
+			}
+		}
+		grant["scope"] = strings.Join(want, " ")
+		scp := make([]any, len(want))
+		for i, sc := range want {
+			scp[i] = sc
+		}
+		grant["scp"] = scp
+		more := &idp.Claims{MapClaims: grant, Issuer: claims.Issuer, Subject: claims.Subject}
+		for _, id := range s.selectors {
+			if id.sel.match(more) {
+				if id == cand {
+					return want
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// tokenScopes are the scopes claims grant: scope, space-delimited, and
+// scp, a string of them or an array.
+func tokenScopes(c jwt.MapClaims) []string {
+	var out []string
+	add := func(sc string) {
+		if sc != "" && !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	for _, name := range []string{"scope", "scp"} {
+		switch v := c[name].(type) {
+		case string:
+			for _, sc := range strings.Fields(v) {
+				add(sc)
+			}
+		case []any:
+			for _, e := range v {
+				if sc, ok := e.(string); ok {
+					add(sc)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// matchBut reports whether c satisfies every condition of s but those on
+// the claims named except.
+func (s *selector) matchBut(c *idp.Claims, except ...string) bool {
+	if s.issuer != "" && c.Issuer != s.issuer {
+		return false
+	}
+	if len(s.subjects) > 0 && !slices.Contains(s.subjects, c.Subject) {
+		return false
+	}
+	for _, kv := range s.claims {
+		if !slices.Contains(except, kv[0]) && !claimHas(kv[0], c.MapClaims[kv[0]], kv[1]) {
+			return false
+		}
+	}
+	return true
+}

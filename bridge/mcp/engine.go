@@ -34,4 +34,10 @@ type Engine interface {
 	// answers only its first request's owner. "" when nobody is told
 	// apart (no authentication).
 	Owner(h http.Header) string
+	// InsufficientScope returns, for a tools/call of the request of
+	// header h, the WWW-Authenticate challenge of a 403 when its caller
+	// would need a token of more scopes to call anything (RFC 6750
+	// insufficient_scope, MCP's scope challenge), "" when the call is to
+	// be served (and refused, if it is, as any other).
+	InsufficientScope(h http.Header) string
 }

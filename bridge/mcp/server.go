@@ -144,6 +144,18 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		rw := newReplies(w, r, s.opts.Logger)
+		if rw.method == "tools/call" {
+			if ch := s.engine.InsufficientScope(r.Header); ch != "" {
+				// MCP 2025-11-25, runtime insufficient scope: 403 naming
+				// the scopes, which a client asks for and retries with.
+				w.Header().Set("WWW-Authenticate", ch)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				_, _ = w.Write(errorReply(rw.id, 7, refusedText+": the token's scopes allow no method"))
+				s.opts.Logger.Info("MCP call refused: insufficient scope", "challenge", ch)
+				return
+			}
+		}
 		s.http.ServeHTTP(rw, r)
 		rw.end()
 	})
