@@ -480,6 +480,29 @@ func TestResourceMetadata(t *testing.T) {
 			t.Errorf("POST %s without a token: scope %q in %q, want bridge:call", path, got, ch)
 		}
 	}
+	// A page's preflight (browsers' MCP clients send MCP-Protocol-Version)
+	// is answered; the document itself only on GET and HEAD.
+	pre, _ := http.NewRequest(http.MethodOptions, b.url+"/.well-known/oauth-protected-resource/mcp", nil)
+	pre.Header.Set("Origin", "http://localhost:6274")
+	pre.Header.Set("Access-Control-Request-Method", "GET")
+	pre.Header.Set("Access-Control-Request-Headers", "mcp-protocol-version")
+	resp, err := testClient.Do(pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h := resp.Header; resp.StatusCode != 204 || h.Get("Access-Control-Allow-Origin") != "*" ||
+		!strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "mcp-protocol-version") || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "GET") {
+		t.Errorf("preflight of the metadata: %d %v, want 204 letting any page GET it with MCP-Protocol-Version", resp.StatusCode, resp.Header)
+	}
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodOptions} {
+		if status, _ := b.do(t, m, "/.well-known/oauth-protected-resource", "", ""); status != 405 {
+			t.Errorf("%s of the metadata: %d, want 405", m, status)
+		}
+	}
+	if resp, err := testClient.Head(b.url + "/.well-known/oauth-protected-resource"); err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("HEAD of the metadata: %v %v, want 200 application/json", resp, err)
+	}
 	static := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	if status, _ := static.do(t, http.MethodGet, "/.well-known/oauth-protected-resource", "", ""); status != 404 {
 		t.Errorf("the metadata without JWTs: %d, want 404", status)

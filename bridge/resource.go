@@ -81,8 +81,21 @@ type resourceMetadata struct {
 }
 
 // serveResourceMetadata serves the metadata document to anyone (it says
-// only where tokens come from), cacheable and readable by any page.
+// only where tokens come from), cacheable and readable by any page, on
+// GET and HEAD; a CORS preflight of a GET is answered too.
 func (s *Server) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
+	if m := r.Header.Get("Access-Control-Request-Method"); r.Method == http.MethodOptions && r.Header.Get("Origin") != "" &&
+		(m == http.MethodGet || m == http.MethodHead) {
+		// A page's preflight: MCP clients in browsers send
+		// MCP-Protocol-Version with the fetch (MCP 2025-11-25).
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Allow-Methods", "GET, HEAD")
+		h.Set("Access-Control-Allow-Headers", "Mcp-Protocol-Version")
+		h.Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method not allowed"}`))
