@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -690,5 +692,41 @@ func TestMCPInsufficientScope(t *testing.T) {
 	granted := mustConnectMCP(t, b.url, sign(t, key, k.claims("carol", jwt.MapClaims{"scope": "bridge:call", "groups": []string{"staff"}}), nil))
 	if r, err := callTool(t, granted, toolHello, `{"name":"c"}`); err != nil || r.IsError {
 		t.Errorf("a token with the scope: %v %+v, want the result", err, r)
+	}
+}
+
+// TestResourceMetadataAuthorizationServers: authorization_servers lists
+// the issuers that are authorization servers' identifiers, URLs (RFC
+// 8414 section 2), not one that is no URL (Kubernetes' older
+// kubernetes/serviceaccount), which an MCP client taking the first would
+// fail on.
+func TestResourceMetadataAuthorizationServers(t *testing.T) {
+	t.Parallel()
+	key := newTestKey(t, "RS256")
+	set, _ := json.Marshal(map[string]any{"keys": []any{publicJWK(key)}})
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(file, set, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := idp.New(idp.Options{Issuer: "kubernetes/serviceaccount", Audiences: []string{testAudience}, JWKSFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newKeyIssuer(t)
+	idpURL, err := idp.New(idp.Options{Issuer: k.url, Audiences: []string{testAudience}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(nil, &auth.Provider{Provider: k8s}, &auth.Provider{Provider: idpURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, bridge.Options{Auth: a})
+	status, body := e.do(t, http.MethodGet, "/.well-known/oauth-protected-resource", "", "")
+	var doc struct {
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || status != 200 || !slices.Equal(doc.AuthorizationServers, []string{k.url}) {
+		t.Errorf("metadata: %d %s, want authorization_servers [%s]", status, body, k.url)
 	}
 }

@@ -74,10 +74,25 @@ func (s *Server) isResourceMetadata(r *http.Request) bool {
 // resourceMetadata is the protected resource metadata document.
 type resourceMetadata struct {
 	Resource               string   `json:"resource"`
-	AuthorizationServers   []string `json:"authorization_servers"`
+	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
 	BearerMethodsSupported []string `json:"bearer_methods_supported"`
 	ScopesSupported        []string `json:"scopes_supported,omitempty"`
 	ResourceName           string   `json:"resource_name"`
+}
+
+// authorizationServers are the issuers that are authorization servers'
+// issuer identifiers, https (or http) URLs (RFC 8414 section 2): a
+// client takes the first to find where tokens come from, and one that is
+// no URL (an old Kubernetes issuer, "kubernetes/serviceaccount") would
+// stop it.
+func authorizationServers(issuers []string) []string {
+	var out []string
+	for _, iss := range issuers {
+		if httpURL(iss) {
+			out = append(out, iss)
+		}
+	}
+	return out
 }
 
 // serveResourceMetadata serves the metadata document to anyone (it says
@@ -103,7 +118,7 @@ func (s *Server) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
 	}
 	doc, _ := json.Marshal(resourceMetadata{ // strings only: it cannot fail
 		Resource:               s.resource(r),
-		AuthorizationServers:   s.opts.Auth.Issuers(),
+		AuthorizationServers:   authorizationServers(s.opts.Auth.Issuers()),
 		BearerMethodsSupported: []string{"header"},
 		ScopesSupported:        s.opts.Scopes,
 		ResourceName:           "grpc-jsonrpc-bridge",
