@@ -157,9 +157,10 @@ func FuzzAuthenticate(f *testing.F) {
 			t.Fatalf("%q: no caller and no failure", token)
 		case fail != OK && (c != nil || fail.Reason() == "" || fail.Message() == ""):
 			t.Fatalf("%q: failure %d with caller %v, label %q, message %q", token, fail, c, fail.Reason(), fail.Message())
-		case strings.ContainsAny(fail.Message(), "\"\\"):
-			t.Fatalf("%q: message %q is no error_description", token, fail.Message())
+		case strings.ContainsFunc(fail.Message(), func(r rune) bool { return r < 0x20 || r > 0x7e || r == '"' || r == '\\' }):
+			t.Fatalf("%q: message %q is no error_description (RFC 6750 section 3)", token, fail.Message())
 		}
+		a.ScopesFor(bearer(token), c)
 		idp.Peek(token)
 	})
 }
@@ -198,6 +199,67 @@ func BenchmarkAuthenticate(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// TestScopesFor: the scopes a token no identity matches would need to be
+// one's: its own and those of the first identity its token matches but
+// for scope or scp, when the token would then resolve to it; none when
+// an earlier identity would take it instead, when other claims are
+// missing, or for a caller that matched.
+func TestScopesFor(t *testing.T) {
+	iss := newFileIssuer(t)
+	sign := func(claims jwt.MapClaims) string {
+		c := jwt.MapClaims{"iss": testIssuer, "aud": testAudience, "sub": "u", "exp": time.Now().Add(time.Hour).Unix()}
+		for k, v := range claims {
+			c[k] = v
+		}
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, c)
+		tok.Header["kid"] = iss.kid
+		s, err := tok.SignedString(iss.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, tt := range []struct {
+		name   string
+		ids    []Identity
+		claims jwt.MapClaims
+		want   []string
+	}{
+		{"scope", []Identity{{Name: "a", JWT: &Selector{Claims: map[string]string{"scope": "x:call"}}, Allow: []string{"*"}}},
+			jwt.MapClaims{"scope": "openid"}, []string{"openid", "x:call"}},
+		{"scp as an array", []Identity{{Name: "a", JWT: &Selector{Claims: map[string]string{"scp": "x:call"}}, Allow: []string{"*"}}},
+			jwt.MapClaims{"scp": []string{"a", "b"}}, []string{"a", "b", "x:call"}},
+		{"other claims missing", []Identity{{Name: "a", JWT: &Selector{Subjects: []string{"v"}, Claims: map[string]string{"scope": "x:call"}}, Allow: []string{"*"}}},
+			nil, nil},
+		{"an identity allowed nothing", []Identity{{Name: "a", JWT: &Selector{Claims: map[string]string{"scope": "x:call"}}}},
+			nil, nil},
+		{"an earlier identity takes it", []Identity{
+			{Name: "a", JWT: &Selector{Claims: map[string]string{"scope": "x:call"}}},
+			{Name: "b", JWT: &Selector{Claims: map[string]string{"scope": "x:call", "groups": "g"}}, Allow: []string{"*"}},
+			{Name: "c", JWT: &Selector{Claims: map[string]string{"scope": "y:call"}}, Allow: []string{"*"}},
+		}, jwt.MapClaims{"groups": []string{"g"}}, []string{"y:call"}},
+		{"no selector asks for scopes", []Identity{{Name: "a", JWT: &Selector{Subjects: []string{"v"}}, Allow: []string{"*"}}},
+			nil, nil},
+		{"a caller that matched", []Identity{{Name: "a", JWT: &Selector{}, Allow: []string{"*"}}, {Name: "b", JWT: &Selector{Claims: map[string]string{"scope": "x"}}, Allow: []string{"*"}}},
+			nil, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := New(tt.ids, &Provider{Provider: iss.p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := bearer(sign(tt.claims))
+			c, fail := a.Authenticate(r)
+			if fail != OK {
+				t.Fatal(fail.Message())
+			}
+			if got := a.ScopesFor(r, c); strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
 		})
 	}
 }
