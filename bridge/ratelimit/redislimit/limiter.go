@@ -96,8 +96,8 @@ type Limiter struct {
 
 	ids      atomic.Pointer[[]*identity] // by ratelimit.Identity.Index; grown by state
 	idsMu    sync.Mutex                  // growing ids
-	maxLease int            // the most calls a replica takes ahead of need
-	wg       sync.WaitGroup // refills of leases
+	maxLease int                         // the most calls a replica takes ahead of need
+	wg       sync.WaitGroup              // refills of leases
 
 	down   atomic.Bool
 	errors atomic.Uint64
