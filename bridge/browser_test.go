@@ -131,6 +131,33 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	// An MCP client in a page on a listed origin keeps a session: it sends
+	// MCP's headers (after their preflight), reads Mcp-Session-Id, and ends
+	// the session with DELETE.
+	t.Run("mcp", func(t *testing.T) {
+		e, _ := recordedEnv(t, opts)
+		url := "http://localhost:" + e.port(t) + "/mcp"
+		script := fmt.Sprintf(`const post = async (body, sid) => {
+			const h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"};
+			if (sid) { h["Mcp-Session-Id"] = sid; h["Mcp-Protocol-Version"] = "2025-11-25"; }
+			return fetch(%[1]q, {method: "POST", headers: h, body: JSON.stringify(body)});
+		};
+		const init = await post({jsonrpc: "2.0", id: 1, method: "initialize", params: {protocolVersion: "2025-11-25",
+			capabilities: {}, clientInfo: {name: "page", version: "1"}}});
+		const sid = init.headers.get("Mcp-Session-Id");
+		await init.text();
+		await (await post({jsonrpc: "2.0", method: "notifications/initialized"}, sid)).text();
+		const list = await post({jsonrpc: "2.0", id: 2, method: "tools/list"}, sid);
+		const tools = await list.text();
+		const del = await fetch(%[1]q, {method: "DELETE", headers: {"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}});
+		return {status: del.status, body: (sid ? "session " : "no session ") + tools};`, url)
+		r := parsePageResult(t, inPage(t, ctx, app, script))
+		if r.Rejected != "" || !strings.HasPrefix(r.Body, "session ") || !strings.Contains(r.Body, "helloworld.Greeter.SayHello") ||
+			r.Status >= 300 {
+			t.Errorf("an MCP session from the listed origin: got %+v, want its id read, the tools listed and DELETE accepted", r)
+		}
+	})
+
 	t.Run("csrf", func(t *testing.T) {
 		e, _ := recordedEnv(t, opts) // authentication off, as in demo
 		url := "http://localhost:" + e.port(t) + "/"

@@ -12,6 +12,8 @@ import (
 // The answers of the CORS preflight (see docs/security.md#browsers).
 const (
 	corsAllowMethods = "POST, GET, OPTIONS"
+	// mcpAllowMethods are /mcp's: a session is ended with DELETE.
+	mcpAllowMethods = "POST, GET, DELETE, OPTIONS"
 	// corsMaxAge is how long, in seconds, a browser may reuse a preflight's
 	// answer: a change of cors_origins reaches browsers within it.
 	corsMaxAge = "600"
@@ -22,6 +24,11 @@ const (
 // the request id, deadlines and trace context.
 var corsBaseHeaders = []string{"Content-Type", "Authorization", "X-API-Key", RequestIDHeader,
 	GRPCTimeoutHeader, TimeoutHeader, "Traceparent", "Tracestate"}
+
+// mcpHeaders are the request headers of MCP's Streamable HTTP transport
+// (its session, its protocol version, and the resumption of a stream): a
+// page's MCP client may send them to /mcp, and read the session's id.
+var mcpHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"}
 
 // corsBaseExposed are the response headers, beyond the CORS-safelisted
 // ones, a page may read.
@@ -43,6 +50,8 @@ type originRules struct {
 	allowHeaders map[string]bool // lower-case request header names a page may send
 	allowList    string          // corsBaseHeaders and the forwarded headers, for Access-Control-Allow-Headers
 	exposeList   string          // for Access-Control-Expose-Headers
+	// mcpAllowList and mcpExposeList are /mcp's: those and MCP's own.
+	mcpAllowList, mcpExposeList string
 }
 
 // originPattern is one listed origin with path.Match metacharacters. An
@@ -94,6 +103,8 @@ func newOriginRules(o Options) *originRules {
 		expose[i] = textproto.CanonicalMIMEHeaderKey(h)
 	}
 	r.exposeList = strings.Join(expose, ", ")
+	r.mcpAllowList = r.allowList + ", " + strings.Join(mcpHeaders, ", ")
+	r.mcpExposeList = r.exposeList + ", " + mcpHeaders[0]
 	return r
 }
 
@@ -215,7 +226,11 @@ func (s *Server) checkOrigin(w http.ResponseWriter, r *http.Request) bool {
 	same := len(vs) == 1 && sameOrigin(origin, r.Host)
 	if listed {
 		h.Set("Access-Control-Allow-Origin", origin)
-		h.Set("Access-Control-Expose-Headers", rules.exposeList)
+		if p == "/mcp" {
+			h.Set("Access-Control-Expose-Headers", rules.mcpExposeList)
+		} else {
+			h.Set("Access-Control-Expose-Headers", rules.exposeList)
+		}
 	}
 	if r.Method == http.MethodOptions && p != "/ws" && r.Header.Get("Access-Control-Request-Method") != "" {
 		switch {
@@ -243,11 +258,17 @@ func (s *Server) checkOrigin(w http.ResponseWriter, r *http.Request) bool {
 func (s *Server) preflight(w http.ResponseWriter, r *http.Request) {
 	rules := s.origins
 	h := w.Header()
-	h.Set("Access-Control-Allow-Methods", corsAllowMethods)
+	base := rules.allowList
+	if r.URL.Path == "/mcp" {
+		h.Set("Access-Control-Allow-Methods", mcpAllowMethods)
+		base = rules.mcpAllowList
+	} else {
+		h.Set("Access-Control-Allow-Methods", corsAllowMethods)
+	}
 	// Built once, each name once, so that a preflight asking for many
 	// costs its length (it is answered before authentication).
 	var allow strings.Builder
-	allow.WriteString(rules.allowList)
+	allow.WriteString(base)
 	var added map[string]bool
 	for _, v := range r.Header.Values("Access-Control-Request-Headers") {
 		for name := range strings.SplitSeq(v, ",") {
