@@ -996,17 +996,23 @@ func TestMCPSDKRepliesInJSONRPC(t *testing.T) {
 		status     int
 		id         string // "" is null
 		code       int
+		noSession  bool // sent without the session's Mcp-Session-Id
 	}{
-		{"tools/list with an array", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":[1]}`, 200, "2", -32602},
-		{"tools/list with a number cursor", `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":5}}`, 200, "3", -32602},
-		{"tools/call with a number name", `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":5}}`, 200, `"c"`, -32602},
-		{"initialize again, a number version", `{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":5}}`, 200, "4", -32602},
-		{"an unknown method", `{"jsonrpc":"2.0","id":5,"method":"no/such"}`, 200, "5", -32601},
-		{"a request without an id", `{"jsonrpc":"2.0","method":"tools/list"}`, 400, "", -32600},
-		{"a notification with an id", `{"jsonrpc":"2.0","id":6,"method":"notifications/initialized"}`, 400, "6", -32600},
+		{"tools/call before initialize (no session)", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"helloworld.Greeter.SayHello"}}`, 200, "7", -32600, true},
+		{"tools/list with an array", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":[1]}`, 200, "2", -32602, false},
+		{"tools/list with a number cursor", `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":5}}`, 200, "3", -32602, false},
+		{"tools/call with a number name", `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":5}}`, 200, `"c"`, -32602, false},
+		{"initialize again, a number version", `{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":5}}`, 200, "4", -32602, false},
+		{"an unknown method", `{"jsonrpc":"2.0","id":5,"method":"no/such"}`, 200, "5", -32601, false},
+		{"a request without an id", `{"jsonrpc":"2.0","method":"tools/list"}`, 400, "", -32600, false},
+		{"a notification with an id", `{"jsonrpc":"2.0","id":6,"method":"notifications/initialized"}`, 400, "6", -32600, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, b := post(t, session, tc.body)
+			sid := session
+			if tc.noSession {
+				sid = ""
+			}
+			resp, b := post(t, sid, tc.body)
 			msg := b
 			if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 				_, msg, _ = strings.Cut(b, "data: ")
@@ -1031,6 +1037,9 @@ func TestMCPSDKRepliesInJSONRPC(t *testing.T) {
 			}
 			if resp.StatusCode != tc.status || string(reply.ID) != wantID || reply.Error.Code != tc.code {
 				t.Errorf("got HTTP %d, id %s, code %d (%s); want HTTP %d, id %s, code %d", resp.StatusCode, reply.ID, reply.Error.Code, msg, tc.status, wantID, tc.code)
+			}
+			if tc.noSession && !strings.Contains(reply.Error.Message, "initialize") {
+				t.Errorf("the message %q does not say to initialize first", reply.Error.Message)
 			}
 			for _, leak := range []string{"json:", "Go value", "Go struct", "mcp.", "jsonrpc2", "unmarshal", "handling '"} {
 				if strings.Contains(reply.Error.Message, leak) {

@@ -237,6 +237,11 @@ func safeReply(b []byte, log *slog.Logger) ([]byte, bool) {
 	}
 	log.Debug("MCP error reply rewritten", "code", code, "error", text)
 	switch {
+	case strings.Contains(text, "invalid during session initialization"):
+		// A request of a session that is not initialized: one sent without
+		// the Mcp-Session-Id initialize gave (the SDK opens a session for
+		// it), or before notifications/initialized.
+		code, text = -32600, "Invalid Request: the MCP session is not initialized: send initialize, then notifications/initialized, then this request with the Mcp-Session-Id initialize answered"
 	case decoding && (code == 0 || code == -32602):
 		code, text = -32602, "Invalid params: the params do not match this method's parameters in the MCP schema"
 	case code == -32600:
