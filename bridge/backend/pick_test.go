@@ -2,8 +2,10 @@ package backend
 
 import (
 	"log/slog"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend/internal/unary"
 )
@@ -12,10 +14,10 @@ import (
 // without connecting: what pick reads.
 func newTestPool(tb testing.TB, balance string, n int) *pool {
 	tb.Helper()
-	p := newPool("test", target{kind: fixed}, poolOptions{Balance: balance, Direct: true}, slog.New(slog.DiscardHandler))
+	p := newPool("test", target{kind: fixed}, poolOptions{Balance: balance, Direct: true, Outlier: DefaultOutlier()}, slog.New(slog.DiscardHandler))
 	v := &view{changed: make(chan struct{})}
 	for i := range n {
-		c, err := unary.New("127.0.0.1:"+strconv.Itoa(i+1), unary.Options{})
+		c, err := unary.New("tcp", "127.0.0.1:"+strconv.Itoa(i+1), unary.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -26,6 +28,8 @@ func newTestPool(tb testing.TB, balance string, n int) *pool {
 		v.one = v.ready[0]
 	}
 	p.view.Store(v)
+	p.addrs, p.resolved = slices.Clone(v.ready), true
+	tb.Cleanup(p.close)
 	return p
 }
 
@@ -57,6 +61,53 @@ func TestPickAllocs(t *testing.T) {
 		p := newTestPool(t, balance, 4)
 		if n := testing.AllocsPerRun(1000, func() { p.pick(t.Context()) }); n != 0 {
 			t.Errorf("%s: %v allocations a pick, want 0", balance, n)
+		}
+	}
+}
+
+// TestStalledPassedOver: an address whose calls wait with no answer for
+// longer than the stall time (a frozen one) is never picked while
+// another is not, whatever the policy and however few calls it has in
+// flight; when every address is stalled, picks go on.
+func TestStalledPassedOver(t *testing.T) {
+	for _, balance := range Balances() {
+		t.Run(balance, func(t *testing.T) {
+			p := newTestPool(t, balance, 4)
+			v := p.view.Load()
+			frozen := v.ready[0]
+			frozen.waiting.Store(1)
+			frozen.quiet.Store(p.now() - int64(time.Second))
+			for _, a := range v.ready[1:] {
+				a.inFlight.Store(5) // busier than the frozen one, and answering
+				a.waiting.Store(5)
+				a.quiet.Store(p.now())
+			}
+			for range 1000 {
+				if a, _ := p.pick(t.Context()); a == frozen {
+					t.Fatal("the stalled address was picked")
+				}
+			}
+			for _, a := range v.ready {
+				a.waiting.Store(1)
+				a.quiet.Store(p.now() - int64(time.Second))
+			}
+			if _, err := p.pick(t.Context()); err != nil {
+				t.Fatalf("every address stalled: %v, want a pick", err)
+			}
+		})
+	}
+}
+
+// TestLeastRequestDistinct: least_request compares two distinct
+// addresses: the one with the most calls in flight is never picked.
+func TestLeastRequestDistinct(t *testing.T) {
+	p := newTestPool(t, LeastRequest, 4)
+	v := p.view.Load()
+	busy := v.ready[2]
+	busy.inFlight.Store(1)
+	for range 1000 {
+		if a, _ := p.pick(t.Context()); a == busy {
+			t.Fatal("the address with the most calls in flight was picked")
 		}
 	}
 }
