@@ -239,30 +239,32 @@ func (p *pool) grpcWaitable() error {
 	if addrs == nil {
 		return err
 	}
-	var last error
-	for _, a := range addrs {
-		s := a.sub.Load()
-		if s == nil {
-			return nil // being made
-		}
-		h := a.health.Load()
-		switch s.connectivity() {
-		case connectivity.Idle, connectivity.Connecting:
-			if !p.opts.HealthCheck || h != healthNotServing {
-				return nil
-			}
-		case connectivity.Ready:
-			if p.opts.HealthCheck && h == healthUnknown {
-				return nil
-			}
-		case connectivity.TransientFailure:
-			if e := s.err.Load(); e != nil {
-				last = *e
-			}
-		}
-	}
-	if last != nil {
-		return errors.New("transport: no address of the backend is ready: " + last.Error())
+	wait, err := p.wait(addrs, grpcLink)
+	switch {
+	case wait:
+		return nil
+	case err != nil:
+		return errors.New("transport: no address of the backend is ready: " + err.Error())
 	}
 	return errors.New("transport: no address of the backend is ready")
+}
+
+// grpcLink is the state of grpc-go's SubConn of a, and why it failed.
+func grpcLink(a *address) (linkState, error) {
+	s := a.sub.Load()
+	if s == nil {
+		return linkMaking, nil
+	}
+	switch s.connectivity() {
+	case connectivity.Idle, connectivity.Connecting:
+		return linkConnecting, nil
+	case connectivity.Ready:
+		return linkReady, nil
+	case connectivity.TransientFailure:
+		if e := s.err.Load(); e != nil {
+			return linkDown, *e
+		}
+		return linkDown, nil
+	}
+	return linkNone, nil
 }

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"slices"
@@ -221,31 +222,66 @@ func (p *pool) waitable() error {
 	if addrs == nil {
 		return err
 	}
+	if wait, err := p.wait(addrs, directLink); !wait {
+		return cmp.Or(err, errNoAddress)
+	}
+	return nil
+}
+
+// A linkState is what one path's connection to an address can do with a
+// call now.
+type linkState uint8
+
+const (
+	linkNone       linkState = iota // the path has none to the address
+	linkMaking                      // being made
+	linkConnecting                  // idle or connecting: it may take calls soon
+	linkReady
+	linkDown // failed: no dial before its backoff ends
+)
+
+// directLink is the state of the direct client of a, and why it failed.
+func directLink(a *address) (linkState, error) {
+	if a.client == nil {
+		return linkNone, nil
+	}
+	switch a.client.State() {
+	case unary.Idle, unary.Connecting:
+		return linkConnecting, nil
+	case unary.Ready:
+		return linkReady, nil
+	case unary.Down:
+		return linkDown, a.client.Err() // not under mu: the client's lock comes first
+	}
+	return linkNone, nil
+}
+
+// wait reports whether a call of the path link may wait for one of addrs
+// (connecting, or its health not known yet); if not, it returns the last
+// connection failure of the path, if any.
+func (p *pool) wait(addrs []*address, link func(*address) (linkState, error)) (bool, error) {
 	var last error
 	for _, a := range addrs {
-		if a.client == nil {
-			continue
-		}
+		st, why := link(a)
 		h := a.health.Load()
-		switch a.client.State() {
-		case unary.Idle, unary.Connecting:
+		switch st {
+		case linkMaking:
+			return true, nil
+		case linkConnecting:
 			if !p.opts.HealthCheck || h != healthNotServing {
-				return nil
+				return true, nil
 			}
-		case unary.Ready:
+		case linkReady:
 			if p.opts.HealthCheck && h == healthUnknown {
-				return nil
+				return true, nil
 			}
-		case unary.Down:
-			if err := a.client.Err(); err != nil { // not under mu: the client's lock comes first
-				last = err
+		case linkDown:
+			if why != nil {
+				last = why
 			}
 		}
 	}
-	if last != nil {
-		return last
-	}
-	return errNoAddress
+	return false, last
 }
 
 // settled returns the set when the pool has one to wait on; otherwise

@@ -241,39 +241,3 @@ func TestInFlightStreams(t *testing.T) {
 		return strings.Contains(get(t, "http://"+addr+"/readyz"), `"in_flight":0`)
 	})
 }
-
-// TestOutlierBadCode: a status code that is none exits 2 at start, naming
-// the key, from a flag, a variable and a backends entry.
-func TestOutlierBadCode(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  string
-		args []string
-		key  string
-	}{
-		{name: "flag", args: []string{"--backend", "127.0.0.1:1", "--outlier-codes", "UNAVAILABLE,SOMETIMES"}, key: "outlier_codes"},
-		{name: "env", env: "SOMETIMES", args: []string{"--backend", "127.0.0.1:1"}, key: "outlier_codes"},
-		{name: "file", key: "backends[0].outlier_codes"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := tc.args
-			if tc.name == "file" {
-				args = []string{"--config", writeConfig(t, "backends:\n  - address: 127.0.0.1:1\n    plaintext: true\n    outlier_codes: [14, SOMETIMES]\n")}
-			}
-			clearEnv(t)
-			if tc.env != "" {
-				t.Setenv("BRIDGE_OUTLIER_CODES", tc.env)
-			}
-			var stdout, stderr strings.Builder
-			code := run(t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &stdout, &stderr)
-			if code != 2 {
-				t.Fatalf("got exit code %d, want 2; stderr:\n%s", code, stderr.String())
-			}
-			for _, want := range []string{tc.key, `"SOMETIMES"`, "UNAVAILABLE"} {
-				if !strings.Contains(stderr.String(), want) {
-					t.Errorf("stderr %q does not name %s", stderr.String(), want)
-				}
-			}
-		})
-	}
-}
