@@ -34,15 +34,28 @@ func newTestPool(tb testing.TB, balance string, n int) *pool {
 }
 
 // BenchmarkPick is the picker alone, on every call: one address (the
-// bridge's path before load balancing), and 4 by each policy. It takes
-// no lock and allocates nothing.
+// bridge's path before load balancing), and 4 by each policy, with no
+// call waiting (the time signal is not read) and with calls waiting on
+// every address (it is). It takes no lock and allocates nothing.
 func BenchmarkPick(b *testing.B) {
 	for _, tc := range []struct {
 		balance string
 		n       int
-	}{{LeastRequest, 1}, {LeastRequest, 4}, {RoundRobin, 4}, {PickFirst, 4}} {
-		b.Run(tc.balance+"/"+strconv.Itoa(tc.n), func(b *testing.B) {
+		waiting bool
+	}{{LeastRequest, 1, false}, {LeastRequest, 4, false}, {RoundRobin, 4, false}, {PickFirst, 4, false},
+		{LeastRequest, 4, true}, {RoundRobin, 4, true}, {PickFirst, 4, true}} {
+		name := tc.balance + "/" + strconv.Itoa(tc.n)
+		if tc.waiting {
+			name += "/waiting"
+		}
+		b.Run(name, func(b *testing.B) {
 			p := newTestPool(b, tc.balance, tc.n)
+			if tc.waiting {
+				for _, a := range p.view.Load().ready {
+					a.waiting.Store(1)
+					a.quiet.Store(p.now())
+				}
+			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
