@@ -257,22 +257,18 @@ func directLink(a *address) (linkState, error) {
 }
 
 // wait reports whether a call of the path link may wait for one of addrs
-// (connecting, or its health not known yet); if not, it returns the last
+// (connecting, its health not known yet, or ready and serving but not in
+// the view yet: its rebuild is under way); if not, it returns the last
 // connection failure of the path, if any.
 func (p *pool) wait(addrs []*address, link func(*address) (linkState, error)) (bool, error) {
 	var last error
 	for _, a := range addrs {
 		st, why := link(a)
-		h := a.health.Load()
 		switch st {
 		case linkMaking:
 			return true, nil
-		case linkConnecting:
-			if !p.opts.HealthCheck || h != healthNotServing {
-				return true, nil
-			}
-		case linkReady:
-			if p.opts.HealthCheck && h == healthUnknown {
+		case linkConnecting, linkReady:
+			if !p.opts.HealthCheck || a.health.Load() != healthNotServing {
 				return true, nil
 			}
 		case linkDown:
