@@ -55,7 +55,9 @@ func TestFastFailing(t *testing.T) {
 		t.Run(path.name, func(t *testing.T) {
 			t.Parallel()
 			f := fleet.Start(t, 4)
-			c := dialFleet(t, f, path, backend.Options{Outlier: quickOutlier(ejection)}, 4)
+			o := quickOutlier(ejection)
+			o.MaxEjectionTime = ejection // back within a second of healing
+			c := dialFleet(t, f, path, backend.Options{Outlier: o}, 4)
 			l := startLoad(callerOf(c, path), 16, 0)
 			defer l.finish()
 			l.awaitCalls(t, time.Time{}, 200)
