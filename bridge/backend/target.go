@@ -96,7 +96,10 @@ func parseTarget(s string) (target, error) {
 		return target{kind: fixed, fixed: []string{unixPrefix + "@" + name}, authority: "localhost"}, nil
 	case "passthrough":
 		addr, ok := strings.CutPrefix(rest, "///")
-		if !ok || addr == "" || strings.ContainsAny(addr, "/,") {
+		if !ok {
+			return opaqueTarget(s), nil // passthrough://authority/addr: grpc-go's to read
+		}
+		if addr == "" || strings.ContainsAny(addr, "/,") {
 			return target{}, fmt.Errorf("backend: target %q: want passthrough:///HOST:PORT", s)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {

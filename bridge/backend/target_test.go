@@ -33,6 +33,7 @@ func TestParseTarget(t *testing.T) {
 		{name: "passthrough", target: "passthrough:///users:1", kind: fixed, fixed: []string{"users:1"}, authority: "users:1"},
 		{name: "passthrough without port", target: "passthrough:///users", kind: fixed, fixed: []string{"users:443"}, authority: "users"},
 		{name: "unix with an authority", target: "unix://host/run/users.sock", kind: opaque, fixed: []string{"unix://host/run/users.sock"}, authority: "unix://host/run/users.sock"},
+		{name: "passthrough with an authority", target: "passthrough://auth/users:1", kind: opaque, fixed: []string{"passthrough://auth/users:1"}, authority: "passthrough://auth/users:1"},
 		{name: "other scheme", target: "xds:///users", kind: opaque, fixed: []string{"xds:///users"}, authority: "xds:///users"},
 		{name: "bad list", target: "ipv4:users:1", err: true},
 		{name: "empty", target: "", err: true},
