@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
@@ -21,8 +19,9 @@ import (
 const benchParams = `{"message":"hello from bench","sequence":"1234567890123","tags":["alpha","beta","gamma","delta"],"metadata":{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","clientName":"bench-load","attempt":1},"priority":"PRIORITY_HIGH"}`
 
 // newEchoEnv is a bridge in front of a backend serving only
-// bench.v1.EchoService on loopback TCP, calling it through the direct path
-// (direct_calls: true, the default) or through grpc-go.
+// bench.v1.EchoService on loopback TCP, dialed as the bridge dials it
+// (backend.Dial), calling it through the direct path (direct_calls: true,
+// the default) or through grpc-go, both balanced by the backend's picker.
 func newEchoEnv(b testing.TB, direct bool) *env {
 	be := testserver.Start(b, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, Dial: backend.DialOptions()})
 	conn := be.Conn()
@@ -30,11 +29,7 @@ func newEchoEnv(b testing.TB, direct bool) *env {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var c grpc.ClientConnInterface = conn
-	if direct {
-		c = directConn(b, conn, be.Addr())
-	}
-	srv := bridge.New(c, bridge.Options{})
+	srv := bridge.New(dialBackend(b, be.Addr(), direct), bridge.Options{})
 	srv.Update(reg)
 	return &env{bridge: srv, conn: conn}
 }

@@ -15,7 +15,8 @@
 //	bridge/dispatch   the engine: a parsed message + an Exchange -> the reply
 //	bridge/wire       the JSON-RPC wire: Parse, replies, notifications, errors
 //	bridge/backend    Invoker (grpc-go | direct), statuses, Conn (a backend's
-//	                  addresses, the picker, health)
+//	                  addresses, health, outlier detection, and the one
+//	                  picker of both paths: grpc-go's balancer too)
 //	  internal/unary  the bridge's own HTTP/2 client
 //	bridge/h1         serve's front: a lean HTTP/1.1 server for plain POST /
 //	                  requests, handing every other connection to net/http

@@ -21,7 +21,8 @@ import (
 )
 
 // env is a bridge in front of a real gRPC backend on loopback TCP, whose
-// unary calls take the direct path (backend.DirectConn), as in production.
+// unary calls take the direct path (backend.Dial, direct_calls: true), as
+// in production.
 // testClient is the HTTP client of the tests: a transport of its own,
 // because httptest.Server.Close closes the idle connections of
 // http.DefaultTransport, which would break the requests of tests running
@@ -51,11 +52,20 @@ func startBackendTCP(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *
 	return b.Test(), b.Conn(), b.Addr()
 }
 
-// directConn gives conn, a connection to addr, the bridge's direct path
-// for unary calls.
-func directConn(t testing.TB, conn *grpc.ClientConn, addr string) *backend.DirectConn {
+// directConn dials addr as the bridge does (backend.Dial, direct_calls:
+// true): unary calls take the direct path, streams and reflection
+// grpc-go's, both balanced by the backend's one picker. The test's own
+// connection to addr (the unnamed argument) serves discovery.
+func directConn(t testing.TB, _ *grpc.ClientConn, addr string) *backend.Conn {
 	t.Helper()
-	d, err := backend.NewDirectConn(conn, addr, backend.DirectOptions{})
+	return dialBackend(t, addr, true)
+}
+
+// dialBackend dials addr as the bridge does, with the direct path or
+// without (direct_calls: false).
+func dialBackend(t testing.TB, addr string, direct bool) *backend.Conn {
+	t.Helper()
+	d, err := backend.Dial(addr, backend.Options{Direct: direct})
 	if err != nil {
 		t.Fatal(err)
 	}

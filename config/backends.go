@@ -61,6 +61,20 @@ func parseBackends(file string, raw any) ([]Backend, []error) {
 				var name string
 				name, ok = val.(string)
 				b.HealthService = &name
+			case "outlier_consecutive_failures":
+				b.OutlierConsecutiveFailures, ok = wholeNumber(val)
+			case "outlier_max_ejection_percent":
+				b.OutlierMaxEjectionPercent, ok = wholeNumber(val)
+			case "outlier_codes":
+				b.OutlierCodes, ok = codeList(val)
+			case "outlier_ejection_time":
+				var d time.Duration
+				d, ok = duration(val)
+				b.OutlierEjectionTime = &d
+			case "outlier_max_ejection_time":
+				var d time.Duration
+				d, ok = duration(val)
+				b.OutlierMaxEjectionTime = &d
 			case "tls":
 				var tlsErrs []error
 				b.TLS, tlsErrs = parseBackendTLS(file, key, val)
@@ -137,6 +151,35 @@ func stringList(v any) ([]string, bool) {
 	return nil, false
 }
 
+// wholeNumber accepts a YAML integer.
+func wholeNumber(v any) (*int, bool) {
+	n, ok := v.(int)
+	return &n, ok
+}
+
+// codeList accepts a list of status codes, names or numbers, or one;
+// an empty list is none (not unset).
+func codeList(v any) ([]string, bool) {
+	switch v := v.(type) {
+	case int:
+		return []string{strconv.Itoa(v)}, true
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, item := range v {
+			switch item := item.(type) {
+			case string:
+				out = append(out, item)
+			case int:
+				out = append(out, strconv.Itoa(item))
+			default:
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	return stringList(v)
+}
+
 // duration accepts a duration such as "30s".
 func duration(v any) (time.Duration, bool) {
 	s, ok := v.(string)
@@ -149,8 +192,12 @@ func duration(v any) (time.Duration, bool) {
 
 func backendType(key string) string {
 	switch key {
-	case "resolve_interval":
+	case "resolve_interval", "outlier_ejection_time", "outlier_max_ejection_time":
 		return "a duration such as 30s"
+	case "outlier_consecutive_failures", "outlier_max_ejection_percent":
+		return "a whole number"
+	case "outlier_codes":
+		return "a list of status codes, names (UNAVAILABLE) or numbers (14)"
 	case "plaintext", "health_check":
 		return "true or false"
 	case "include", "exclude":

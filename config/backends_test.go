@@ -12,11 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	goreflect "reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+	grpccodes "google.golang.org/grpc/codes"
 )
 
 // writeCert writes a self-signed certificate and its key to dir and
@@ -51,36 +53,110 @@ func writeCert(t *testing.T, dir string) (cert, key string) {
 }
 
 // TestBackendLB: a backends entry's own balance, resolve_interval,
-// health_check and health_service win; those it leaves unset are the
-// top-level keys'.
+// health_check, health_service and outlier detection win; those it
+// leaves unset are the top-level keys'.
 func TestBackendLB(t *testing.T) {
 	file := `
 balance: round_robin
 resolve_interval: 5s
 health_check: true
 health_service: users.v1.Users
+outlier_consecutive_failures: 3
+outlier_codes: [UNAVAILABLE, 8]
+outlier_ejection_time: 10s
+outlier_max_ejection_time: 1m
+outlier_max_ejection_percent: 30
 backends:
-  - {name: own, address: "dns://10.0.0.10/users:50051", plaintext: true, balance: pick_first, resolve_interval: 0s, health_check: false, health_service: ""}
+  - {name: own, address: "dns://10.0.0.10/users:50051", plaintext: true, balance: pick_first, resolve_interval: 0s, health_check: false, health_service: "",
+     outlier_consecutive_failures: 0, outlier_codes: [], outlier_ejection_time: 1s, outlier_max_ejection_time: 2s, outlier_max_ejection_percent: 100}
   - {name: inherits, address: "ipv4:10.0.0.1:1,10.0.0.2:1", plaintext: true}
+  - {name: codes, address: "ipv4:10.0.0.1:1", plaintext: true, outlier_codes: [internal, 13, DATA_LOSS]}
 `
 	s, _, err := load(t, []string{"--config", "$FILE"}, nil, file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	top := Outlier{ConsecutiveFailures: 3, Codes: []string{"UNAVAILABLE", "8"}, EjectionTime: 10 * time.Second, MaxEjectionTime: time.Minute, MaxEjectionPercent: 30}
+	codes := top
+	codes.Codes = []string{"internal", "13", "DATA_LOSS"}
 	for i, want := range []LB{
-		{Balance: "pick_first"},
-		{Balance: "round_robin", ResolveInterval: 5 * time.Second, HealthCheck: true, HealthService: "users.v1.Users"},
+		{Balance: "pick_first", Outlier: Outlier{Codes: []string{}, EjectionTime: time.Second, MaxEjectionTime: 2 * time.Second, MaxEjectionPercent: 100}},
+		{Balance: "round_robin", ResolveInterval: 5 * time.Second, HealthCheck: true, HealthService: "users.v1.Users", Outlier: top},
+		{Balance: "round_robin", ResolveInterval: 5 * time.Second, HealthCheck: true, HealthService: "users.v1.Users", Outlier: codes},
 	} {
-		if got := s.LB(s.Backends[i]); got != want {
+		if got := s.LB(s.Backends[i]); !goreflect.DeepEqual(got, want) {
 			t.Errorf("backends[%d]: got %+v, want %+v", i, got, want)
 		}
+	}
+	if got := s.LB(s.Backends[2]).Outlier.Backend().Codes; !slices.Equal(got, []grpccodes.Code{grpccodes.Internal, grpccodes.Internal, grpccodes.DataLoss}) {
+		t.Errorf("backends[2]'s codes for package backend: %v", got)
 	}
 	printed, err := s.YAML()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(printed), "resolve_interval: 0s") {
-		t.Errorf("printed:\n%s\nwant the backend's resolve_interval as a duration", printed)
+	for _, want := range []string{"resolve_interval: 0s", "outlier_codes: []", "outlier_ejection_time: 1s", "outlier_max_ejection_time: 2s", "outlier_max_ejection_percent: 100"} {
+		if !strings.Contains(string(printed), want) {
+			t.Errorf("printed:\n%s\nwant %s", printed, want)
+		}
+	}
+	again, _, err := load(t, []string{"--config", "$FILE"}, nil, string(printed))
+	if err != nil {
+		t.Fatalf("the printed settings do not load: %v", err)
+	}
+	for i := range s.Backends {
+		if got, want := again.LB(again.Backends[i]), s.LB(s.Backends[i]); !goreflect.DeepEqual(got, want) {
+			t.Errorf("printed and loaded again, backends[%d]: got %+v, want %+v", i, got, want)
+		}
+	}
+}
+
+// TestOutlierInvalid: bad outlier detection values exit 2 at start,
+// naming the key, at the top level and in a backends entry.
+func TestOutlierInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, key, want string
+	}{
+		{"negative failures", "outlier_consecutive_failures: -1\n", "outlier_consecutive_failures", "0 (off) or more"},
+		{"unknown code", "outlier_codes: [UNAVAILABLE, SOMETIMES]\n", "outlier_codes", `"SOMETIMES" is no gRPC status code`},
+		{"OK", "outlier_codes: [OK]\n", "outlier_codes", `"OK" is no gRPC status code`},
+		{"code 17", "outlier_codes: [17]\n", "outlier_codes", `"17" is no gRPC status code`},
+		{"no ejection time", "outlier_ejection_time: 0s\n", "outlier_ejection_time", "must be positive"},
+		{"no max ejection time", "outlier_max_ejection_time: 0s\n", "outlier_max_ejection_time", "must be positive"},
+		{"percent over 100", "outlier_max_ejection_percent: 101\n", "outlier_max_ejection_percent", "0 to 100"},
+		{"a fraction of a percent", "outlier_max_ejection_percent: 2.5\n", "outlier_max_ejection_percent", "whole number"},
+		{"a backend's code", "backends:\n  - {address: \"localhost:1\", plaintext: true, outlier_codes: [14, nope]}\n", "backends[0].outlier_codes", `"nope"`},
+		{"a backend's percent", "backends:\n  - {address: \"localhost:1\", plaintext: true, outlier_max_ejection_percent: -5}\n", "backends[0].outlier_max_ejection_percent", "0 to 100"},
+		{"a backend's failures", "backends:\n  - {address: \"localhost:1\", plaintext: true, outlier_consecutive_failures: x}\n", "backends[0].outlier_consecutive_failures", "a whole number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := load(t, []string{"--config", "$FILE"}, nil, tc.file)
+			var ke *KeyError
+			if !errors.As(err, &ke) || ke.Key != tc.key || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error of %s saying %s", err, tc.key, tc.want)
+			}
+		})
+	}
+}
+
+// TestOutlierFlagsAndEnv: the default backend's outlier detection from
+// flags and variables, codes by name or number.
+func TestOutlierFlagsAndEnv(t *testing.T) {
+	s, _, err := load(t, []string{"--outlier-consecutive-failures", "7", "--outlier-codes", "unavailable,8", "--outlier-ejection-time", "3s"},
+		map[string]string{"BRIDGE_OUTLIER_MAX_EJECTION_TIME": "1m", "BRIDGE_OUTLIER_MAX_EJECTION_PERCENT": "20"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Outlier{ConsecutiveFailures: 7, Codes: []string{"unavailable", "8"}, EjectionTime: 3 * time.Second, MaxEjectionTime: time.Minute, MaxEjectionPercent: 20}
+	if !goreflect.DeepEqual(s.Outlier, want) {
+		t.Errorf("got %+v, want %+v", s.Outlier, want)
+	}
+	s, _, err = load(t, nil, map[string]string{"BRIDGE_OUTLIER_CODES": "14, RESOURCE_EXHAUSTED"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Outlier.Backend().Codes; !slices.Equal(got, []grpccodes.Code{grpccodes.Unavailable, grpccodes.ResourceExhausted}) {
+		t.Errorf("BRIDGE_OUTLIER_CODES: got %v", got)
 	}
 }
 

@@ -61,6 +61,11 @@ func keys() []key {
 		{name: "resolve_interval", usage: "resolve a backend's DNS name again this often, besides when a connection fails or drains; 0s only then", field: func(s *Settings) any { return &s.ResolveInterval }},
 		{name: "health_check", usage: "watch grpc.health.v1.Health on each address of a backend: only SERVING addresses take calls", field: func(s *Settings) any { return &s.HealthCheck }},
 		{name: "health_service", usage: "the service name health_check watches; empty means the whole server", field: func(s *Settings) any { return &s.HealthService }},
+		{name: "outlier_consecutive_failures", usage: "eject an address of a backend whose last N calls failed (outlier_codes, a connection failure, no response headers by the deadline) from the rotation; 0 turns outlier detection off", field: func(s *Settings) any { return &s.Outlier.ConsecutiveFailures }},
+		{name: "outlier_codes", usage: "the statuses from an address that count as failures, by name (UNAVAILABLE) or number (14)", field: func(s *Settings) any { return &s.Outlier.Codes }},
+		{name: "outlier_ejection_time", usage: "how long an ejected address takes no calls, times the times it was ejected since its last success", field: func(s *Settings) any { return &s.Outlier.EjectionTime }},
+		{name: "outlier_max_ejection_time", usage: "the longest an address stays ejected", field: func(s *Settings) any { return &s.Outlier.MaxEjectionTime }},
+		{name: "outlier_max_ejection_percent", usage: "most addresses of a backend ejected at once, in percent (one of two or more may be whatever it says; never the last)", field: func(s *Settings) any { return &s.Outlier.MaxEjectionPercent }},
 		{name: "log_level", usage: "log level: debug, info, warn or error", field: func(s *Settings) any { return &s.LogLevel }},
 		{name: "log_format", usage: "log format: text or json", field: func(s *Settings) any { return &s.LogFormat }},
 		{name: "shutdown_timeout", usage: "wait for in-flight requests on shutdown, e.g. 15s", field: func(s *Settings) any { return &s.ShutdownTimeout }},
@@ -136,7 +141,8 @@ func keys() []key {
 // errors and the docs.
 func backendKeys() []string {
 	return []string{"name", "address", "plaintext", "tls.ca_file", "tls.server_name", "tls.cert_file", "tls.key_file", "include", "exclude",
-		"balance", "resolve_interval", "health_check", "health_service"}
+		"balance", "resolve_interval", "health_check", "health_service",
+		"outlier_consecutive_failures", "outlier_codes", "outlier_ejection_time", "outlier_max_ejection_time", "outlier_max_ejection_percent"}
 }
 
 // flagName is the kebab-case flag of a key: tls.cert_file -> tls-cert-file.

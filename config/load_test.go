@@ -61,7 +61,7 @@ func TestLoad(t *testing.T) {
 			want: func(s *Settings) {
 				*s = Settings{Backend: "localhost:50051", Listen: ":9000", MaxBodyBytes: 10, MaxBatchSize: 2,
 					BatchParallelism: 1, CallTimeout: 2 * time.Second, EmitUnpopulated: true, LogLevel: "debug",
-					LogFormat: "json", ShutdownTimeout: time.Minute, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 4096}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults()
+					LogFormat: "json", ShutdownTimeout: time.Minute, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 4096}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults().withOutlierDefaults()
 			},
 		},
 		{
@@ -73,7 +73,7 @@ func TestLoad(t *testing.T) {
 			want: func(s *Settings) {
 				*s = Settings{Backend: "dns:///b:1", Listen: "0.0.0.0:80", MaxBodyBytes: 1024, MaxBatchSize: 7,
 					BatchParallelism: 3, CallTimeout: 90 * time.Second, EmitUnpopulated: true, LogLevel: "warn",
-					LogFormat: "json", ShutdownTimeout: 5 * time.Second, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 100000}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults()
+					LogFormat: "json", ShutdownTimeout: 5 * time.Second, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 100000}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults().withOutlierDefaults()
 			},
 		},
 		{
@@ -85,7 +85,7 @@ func TestLoad(t *testing.T) {
 			want: func(s *Settings) {
 				*s = Settings{Backend: "b:1", Listen: ":0", MaxBodyBytes: 99, MaxBatchSize: 4,
 					BatchParallelism: 2, CallTimeout: 250 * time.Millisecond, EmitUnpopulated: true, LogLevel: "error",
-					LogFormat: "json", ShutdownTimeout: 2 * time.Second, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 512}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults()
+					LogFormat: "json", ShutdownTimeout: 2 * time.Second, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 512}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults().withOutlierDefaults()
 			},
 		},
 		{

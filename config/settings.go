@@ -75,6 +75,9 @@ type Settings struct {
 	ResolveInterval time.Duration
 	HealthCheck     bool
 	HealthService   string
+	// Outlier is the outlier detection of the default backend, and of
+	// every backends entry for the keys it leaves unset.
+	Outlier Outlier
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 	// LogFormat is text or json.
@@ -232,6 +235,14 @@ type Backend struct {
 	ResolveInterval *time.Duration `yaml:"-"` // printed by MarshalYAML
 	HealthCheck     *bool          `yaml:"health_check,omitempty"`
 	HealthService   *string        `yaml:"health_service,omitempty"`
+	// The backend's own outlier detection (see Outlier); unset (nil)
+	// means the top-level key's. OutlierCodes is unset when nil, none
+	// when empty.
+	OutlierConsecutiveFailures *int           `yaml:"outlier_consecutive_failures,omitempty"`
+	OutlierCodes               []string       `yaml:"-"` // printed by MarshalYAML
+	OutlierEjectionTime        *time.Duration `yaml:"-"`
+	OutlierMaxEjectionTime     *time.Duration `yaml:"-"`
+	OutlierMaxEjectionPercent  *int           `yaml:"outlier_max_ejection_percent,omitempty"`
 }
 
 // MarshalYAML writes b as the backends list takes it, resolve_interval
@@ -239,11 +250,23 @@ type Backend struct {
 func (b Backend) MarshalYAML() (any, error) {
 	type plain Backend
 	out := struct {
-		plain           `yaml:",inline"`
-		ResolveInterval string `yaml:"resolve_interval,omitempty"`
+		plain                  `yaml:",inline"`
+		ResolveInterval        string    `yaml:"resolve_interval,omitempty"`
+		OutlierCodes           *[]string `yaml:"outlier_codes,omitempty"`
+		OutlierEjectionTime    string    `yaml:"outlier_ejection_time,omitempty"`
+		OutlierMaxEjectionTime string    `yaml:"outlier_max_ejection_time,omitempty"`
 	}{plain: plain(b)}
 	if b.ResolveInterval != nil {
 		out.ResolveInterval = b.ResolveInterval.String()
+	}
+	if b.OutlierCodes != nil {
+		out.OutlierCodes = &b.OutlierCodes
+	}
+	if b.OutlierEjectionTime != nil {
+		out.OutlierEjectionTime = b.OutlierEjectionTime.String()
+	}
+	if b.OutlierMaxEjectionTime != nil {
+		out.OutlierMaxEjectionTime = b.OutlierMaxEjectionTime.String()
 	}
 	return out, nil
 }
@@ -260,12 +283,22 @@ type LB struct {
 	// ("" is the whole server) on each address.
 	HealthCheck   bool
 	HealthService string
+	// Outlier is the backend's outlier detection.
+	Outlier Outlier
 }
 
 // LB returns the load balancing settings of b: its own, the top-level
 // keys' for those it leaves unset.
 func (s Settings) LB(b Backend) LB {
-	lb := LB{Balance: cmpOr(b.Balance, s.Balance), ResolveInterval: s.ResolveInterval, HealthCheck: s.HealthCheck, HealthService: s.HealthService}
+	lb := LB{Balance: cmpOr(b.Balance, s.Balance), ResolveInterval: s.ResolveInterval, HealthCheck: s.HealthCheck, HealthService: s.HealthService,
+		Outlier: s.Outlier}
+	set(&lb.Outlier.ConsecutiveFailures, b.OutlierConsecutiveFailures)
+	set(&lb.Outlier.EjectionTime, b.OutlierEjectionTime)
+	set(&lb.Outlier.MaxEjectionTime, b.OutlierMaxEjectionTime)
+	set(&lb.Outlier.MaxEjectionPercent, b.OutlierMaxEjectionPercent)
+	if b.OutlierCodes != nil {
+		lb.Outlier.Codes = b.OutlierCodes
+	}
 	if b.ResolveInterval != nil {
 		lb.ResolveInterval = *b.ResolveInterval
 	}
@@ -276,6 +309,13 @@ func (s Settings) LB(b Backend) LB {
 		lb.HealthService = *b.HealthService
 	}
 	return lb
+}
+
+// set sets *dst to *v when v is not nil.
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 // Balances lists the accepted values of balance, the default first.
@@ -339,6 +379,7 @@ func Defaults() Settings {
 		BackendKeepalive:  Keepalive{Timeout: 20 * time.Second},
 		Balance:           backend.LeastRequest,
 		ResolveInterval:   30 * time.Second,
+		Outlier:           defaultOutlier(),
 
 		RateLimitStoreTimeout:  redislimit.DefaultTimeout,
 		RateLimitStoreFallback: string(redislimit.Local),
@@ -428,6 +469,7 @@ func (s Settings) Validate() error {
 	if s.ResolveInterval < 0 {
 		bad("resolve_interval", "must be 0s (only when a connection fails) or positive, got %s", s.ResolveInterval)
 	}
+	errs = append(errs, s.Outlier.validate("outlier_")...)
 	errs = append(errs, s.validateGuard()...)
 	errs = append(errs, s.validateRateLimitStore()...)
 	errs = append(errs, s.validateSources()...)
@@ -464,6 +506,14 @@ func (b Backend) validate(prefix string) []error {
 	if b.ResolveInterval != nil && *b.ResolveInterval < 0 {
 		bad(".resolve_interval", "must be 0s (only when a connection fails) or positive, got %s", *b.ResolveInterval)
 	}
+	var o Outlier // the backend's own keys, checked as the top-level ones are
+	o.Codes = b.OutlierCodes
+	o.EjectionTime, o.MaxEjectionTime = time.Second, time.Second
+	set(&o.ConsecutiveFailures, b.OutlierConsecutiveFailures)
+	set(&o.EjectionTime, b.OutlierEjectionTime)
+	set(&o.MaxEjectionTime, b.OutlierMaxEjectionTime)
+	set(&o.MaxEjectionPercent, b.OutlierMaxEjectionPercent)
+	errs = append(errs, o.validate(prefix+".outlier_")...)
 	switch {
 	case b.Plaintext && b.TLS != nil:
 		bad(".plaintext", "a backend is either plaintext: true or has a tls section, not both")

@@ -2,14 +2,18 @@ package backend_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -19,26 +23,43 @@ import (
 )
 
 // The load balancing tests run against a fleet of pods on 127.0.0.2 and
-// up, named by an in-process DNS server, on both call paths: the direct
-// client (a unary client per address, the pool's picker) and grpc-go
-// (the same addresses through a manual resolver, grpc-go's balancer).
+// up, named by an in-process DNS server, on every call path: the direct
+// client (a unary client per address), grpc-go's unary calls
+// (direct_calls: false) and grpc-go's streams (those of POST / and the
+// WebSocket); all three are balanced by the backend's one picker, grpc-go
+// through the pool as its balancer.
 
-var paths = []struct {
+func TestMain(m *testing.M) {
+	fleet.ServeIfPod() // TestFrozen's pods are this binary too
+	os.Exit(m.Run())
+}
+
+// A path is a way calls reach the fleet.
+type path struct {
 	name   string
-	direct bool
-}{{"direct", true}, {"grpc-go", false}}
+	direct bool // the direct client's unary calls
+	stream bool // grpc-go streams
+}
+
+var (
+	directPath = path{name: "direct", direct: true}
+	grpcPath   = path{name: "grpc-go"}
+	streamPath = path{name: "grpc-go-stream", stream: true}
+	// paths are the two paths of unary calls; allPaths streams too.
+	paths    = []path{directPath, grpcPath}
+	allPaths = []path{directPath, grpcPath, streamPath}
+)
 
 // dialFleet dials the fleet's target with opts, and waits until every
 // address is ready (n of them).
-func dialFleet(t *testing.T, f *fleet.Fleet, direct bool, opts backend.Options, n int) *backend.Conn {
+func dialFleet(t *testing.T, f *fleet.Fleet, p path, opts backend.Options, n int) *backend.Conn {
 	t.Helper()
-	opts.Direct = direct
+	opts.Direct = p.direct
 	c, err := backend.Dial(f.Target(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	c.Connect()
 	waitFor(t, 10*time.Second, fmt.Sprintf("%d addresses ready", n), func() bool {
 		return ready(c) == n
 	})
@@ -68,6 +89,20 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 var helloRequest, _ = proto.Marshal(&helloworld.HelloRequest{Name: "lb"})
 
+// A caller makes one call and returns the address that answered.
+type caller func(ctx context.Context) (string, error)
+
+// callerOf makes the calls of p on c: unary calls through c's Invoker,
+// or streams of grpc-go (SayHello, one message each way, as a WebSocket
+// stream carries it) with the WebSocket's origin record.
+func callerOf(c *backend.Conn, p path) caller {
+	if p.stream {
+		return func(ctx context.Context) (string, error) { return streamHello(ctx, c) }
+	}
+	inv := backend.For(c)
+	return func(ctx context.Context) (string, error) { return sayHello(ctx, inv) }
+}
+
 // sayHello calls the fleet and returns the address that answered.
 func sayHello(ctx context.Context, inv backend.Invoker) (string, error) {
 	c := backend.GetCall()
@@ -82,6 +117,33 @@ func sayHello(ctx context.Context, inv backend.Invoker) (string, error) {
 	var reply helloworld.HelloReply
 	if err := proto.Unmarshal(c.Response, &reply); err != nil {
 		return "", err
+	}
+	return reply.Message, nil
+}
+
+var helloStream = &grpc.StreamDesc{StreamName: "SayHello", ServerStreams: true, ClientStreams: true}
+
+// streamHello is sayHello as a grpc-go stream.
+func streamHello(ctx context.Context, c *backend.Conn) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ctx, _ = backend.WithOrigin(ctx)
+	cs, err := c.NewStream(ctx, helloStream, "/helloworld.Greeter/SayHello")
+	if err != nil {
+		return "", err
+	}
+	if err := cs.SendMsg(&helloworld.HelloRequest{Name: "lb"}); err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	if err := cs.CloseSend(); err != nil {
+		return "", err
+	}
+	var reply helloworld.HelloReply
+	if err := cs.RecvMsg(&reply); err != nil {
+		return "", err
+	}
+	if err := cs.RecvMsg(new(helloworld.HelloReply)); !errors.Is(err, io.EOF) { // the stream's end
+		return "", fmt.Errorf("the stream did not end after its reply: %w", err)
 	}
 	return reply.Message, nil
 }
@@ -103,7 +165,7 @@ type load struct {
 	n       int
 }
 
-func startLoad(inv backend.Invoker, conc, n int) *load {
+func startLoad(call caller, conc, n int) *load {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{stop: cancel, n: n}
 	var left atomic.Int64
@@ -112,7 +174,7 @@ func startLoad(inv backend.Invoker, conc, n int) *load {
 		l.done.Go(func() {
 			for ctx.Err() == nil && (n == 0 || left.Add(-1) >= 0) {
 				start := time.Now()
-				addr, err := sayHello(context.Background(), inv)
+				addr, err := call(context.Background())
 				l.mu.Lock()
 				l.records = append(l.records, record{start, time.Now(), addr, err})
 				l.mu.Unlock()
@@ -136,6 +198,27 @@ func (l *load) snapshot() []record {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.records)
+}
+
+// count returns how many of the load's calls so far match.
+func (l *load) count(match func(record) bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.records {
+		if match(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// awaitCalls waits until n calls that started after since have ended.
+func (l *load) awaitCalls(t *testing.T, since time.Time, n int) {
+	t.Helper()
+	waitFor(t, 20*time.Second, fmt.Sprintf("%d calls after %s", n, since.Format("15:04:05.000")), func() bool {
+		return l.count(func(r record) bool { return r.start.After(since) }) >= n
+	})
 }
 
 func shares(recs []record) (map[string]int, []record) {
@@ -164,12 +247,12 @@ func failures(t *testing.T, failed []record) string {
 	return s
 }
 
-// TestSpread: 4 addresses, 4,000 calls at concurrency 16: under
-// round_robin each address gets 25% ± 2 points, under least_request 25%
-// ± 10; pick_first sends all to the first.
+// TestSpread: 4 addresses, 2,000 calls at concurrency 16, on every path
+// (streams too): under round_robin each address gets 25% ± 2 points,
+// under least_request 25% ± 10; pick_first sends all to the first.
 func TestSpread(t *testing.T) {
 	f := fleet.Start(t, 4)
-	for _, path := range paths {
+	for _, path := range allPaths {
 		for _, tc := range []struct {
 			balance string
 			slack   float64 // percentage points
@@ -184,19 +267,19 @@ func TestSpread(t *testing.T) {
 				if tc.first {
 					want = 1 // pick_first connects the first address only
 				}
-				c := dialFleet(t, f, path.direct, backend.Options{Balance: tc.balance}, want)
-				served, failed := shares(startLoad(backend.For(c), 16, 4000).finish())
+				c := dialFleet(t, f, path, backend.Options{Balance: tc.balance}, want)
+				served, failed := shares(startLoad(callerOf(c, path), 16, 2000).finish())
 				if len(failed) > 0 {
 					t.Fatalf("%d calls failed: %s", len(failed), failures(t, failed))
 				}
 				if tc.first {
-					if served[f.Addr(fleet.IP(0))] != 4000 {
+					if served[f.Addr(fleet.IP(0))] != 2000 {
 						t.Fatalf("got %v, want every call on %s", served, f.Addr(fleet.IP(0)))
 					}
 					return
 				}
 				for i := range 4 {
-					share := float64(served[f.Addr(fleet.IP(i))]) / 40
+					share := float64(served[f.Addr(fleet.IP(i))]) / 20
 					if math.Abs(share-25) > tc.slack {
 						t.Errorf("%s got %.1f%% of the calls, want 25%% ± %g (%v)", fleet.IP(i), share, tc.slack, served)
 					}
@@ -213,7 +296,7 @@ func TestBatchSpread(t *testing.T) {
 	f := fleet.Start(t, 4)
 	for _, balance := range []string{backend.LeastRequest, backend.RoundRobin} {
 		t.Run(balance, func(t *testing.T) {
-			c := dialFleet(t, f, true, backend.Options{Balance: balance}, 4)
+			c := dialFleet(t, f, directPath, backend.Options{Balance: balance}, 4)
 			inv := backend.For(c)
 			var g backend.Group
 			calls := make([]*backend.Call, 100)
@@ -260,8 +343,7 @@ func p99(recs []record, skip string) time.Duration {
 }
 
 // TestSlowAddress: under least_request an address 50 ms slower than the
-// others gets less than 8% of the calls (two choices drawn with
-// replacement keep it at 6.25% or more), and the p99 of the others stays
+// others gets less than 8% of the calls, and the p99 of the others stays
 // where it was without it. Both depend on the fast calls being much
 // faster than 50 ms, which a loaded machine (the race detector, other
 // tests) may not allow at every moment: the measure is taken up to three
@@ -270,21 +352,21 @@ func TestSlowAddress(t *testing.T) {
 	for _, path := range paths {
 		t.Run(path.name, func(t *testing.T) {
 			f := fleet.Start(t, 4)
-			c := dialFleet(t, f, path.direct, backend.Options{Balance: backend.LeastRequest}, 4)
-			inv := backend.For(c)
+			c := dialFleet(t, f, path, backend.Options{Balance: backend.LeastRequest}, 4)
+			call := callerOf(c, path)
 			slow := f.Pod(fleet.IP(3))
-			startLoad(inv, 16, 1000).finish() // warm up
+			startLoad(call, 16, 500).finish() // warm up
 			var why []string
 			for attempt := range 3 {
 				slow.SetDelay(0)
-				before := p99(startLoad(inv, 16, 4000).finish(), slow.Addr)
+				before := p99(startLoad(call, 16, 2000).finish(), slow.Addr)
 				slow.SetDelay(50 * time.Millisecond)
-				recs := startLoad(inv, 16, 4000).finish()
+				recs := startLoad(call, 16, 2000).finish()
 				served, failed := shares(recs)
 				if len(failed) > 0 {
 					t.Fatalf("%d calls failed: %s", len(failed), failures(t, failed))
 				}
-				share := float64(served[slow.Addr]) / 40
+				share := float64(served[slow.Addr]) / 20
 				// The others' p99 as it was: within what a loaded machine
 				// makes of the same run (twice, and 5 ms).
 				after := p99(recs, slow.Addr)
@@ -310,9 +392,9 @@ func TestScaleUp(t *testing.T) {
 	for _, path := range paths {
 		t.Run(path.name, func(t *testing.T) {
 			f := fleet.Start(t, 4)
-			c := dialFleet(t, f, path.direct, backend.Options{ResolveInterval: interval}, 4)
-			l := startLoad(backend.For(c), 16, 0)
-			time.Sleep(200 * time.Millisecond)
+			c := dialFleet(t, f, path, backend.Options{ResolveInterval: interval}, 4)
+			l := startLoad(callerOf(c, path), 16, 0)
+			l.awaitCalls(t, time.Time{}, 100)
 			ip := fleet.IP(4)
 			f.StartPod(ip)
 			added := time.Now()
@@ -333,15 +415,15 @@ func TestScaleDown(t *testing.T) {
 	for _, path := range paths {
 		t.Run(path.name, func(t *testing.T) {
 			f := fleet.Start(t, 4)
-			c := dialFleet(t, f, path.direct, backend.Options{ResolveInterval: time.Second}, 4)
-			l := startLoad(backend.For(c), 16, 0)
-			time.Sleep(300 * time.Millisecond)
+			c := dialFleet(t, f, path, backend.Options{ResolveInterval: time.Second}, 4)
+			l := startLoad(callerOf(c, path), 16, 0)
+			l.awaitCalls(t, time.Time{}, 200)
 			gone := fleet.IP(1)
 			f.Remove(gone)
 			f.Pod(gone).GracefulStop()
 			stopped := time.Now()
 			waitFor(t, 5*time.Second, "address removed", func() bool { return len(c.Addresses().Addresses) == 3 })
-			time.Sleep(500 * time.Millisecond)
+			l.awaitCalls(t, time.Now(), 500)
 			recs := l.finish()
 			served, failed := shares(recs)
 			if len(failed) > 0 {
@@ -358,22 +440,20 @@ func TestScaleDown(t *testing.T) {
 }
 
 // TestRemovedDrains: an address removed from DNS while its server stays
-// up drains: its calls in flight finish (the direct path shows it
-// draining meanwhile), it gets no new ones, and it leaves the set.
+// up drains: its calls in flight finish (it shows draining meanwhile, on
+// either path), it gets no new ones, and it leaves the set.
 func TestRemovedDrains(t *testing.T) {
 	for _, path := range paths {
 		t.Run(path.name, func(t *testing.T) {
 			f := fleet.Start(t, 2)
-			c := dialFleet(t, f, path.direct, backend.Options{Balance: backend.RoundRobin, ResolveInterval: 100 * time.Millisecond}, 2)
+			c := dialFleet(t, f, path, backend.Options{Balance: backend.RoundRobin, ResolveInterval: 100 * time.Millisecond}, 2)
 			gone := f.Pod(fleet.IP(1))
 			gone.SetDelay(time.Second)
-			l := startLoad(backend.For(c), 8, 8)
+			l := startLoad(callerOf(c, path), 8, 8)
 			waitFor(t, 2*time.Second, "calls in flight on the address", func() bool { return gone.Calls() > 0 })
 			f.Remove(gone.IP)
 			removed := time.Now()
-			if path.direct {
-				waitFor(t, 2*time.Second, "the address draining", func() bool { return stateOf(c, gone.Addr) == "draining" })
-			}
+			waitFor(t, 2*time.Second, "the address draining", func() bool { return stateOf(c, gone.Addr) == "draining" })
 			served, failed := shares(l.finish())
 			if len(failed) > 0 {
 				t.Fatalf("%d calls failed: %s", len(failed), failures(t, failed))
@@ -382,7 +462,7 @@ func TestRemovedDrains(t *testing.T) {
 				t.Fatalf("served %v: no call in flight on the removed address finished", served)
 			}
 			before := gone.Calls()
-			served, failed = shares(startLoad(backend.For(c), 4, 100).finish())
+			served, failed = shares(startLoad(callerOf(c, path), 4, 100).finish())
 			if len(failed) > 0 || served[gone.Addr] > 0 || gone.Calls() != before {
 				t.Fatalf("after the removal: served %v, %d failed; want none on %s", served, len(failed), gone.Addr)
 			}
@@ -399,12 +479,12 @@ func TestAbruptLoss(t *testing.T) {
 	for _, path := range paths {
 		t.Run(path.name, func(t *testing.T) {
 			f := fleet.Start(t, 4)
-			c := dialFleet(t, f, path.direct, backend.Options{}, 4)
-			l := startLoad(backend.For(c), 16, 0)
-			time.Sleep(300 * time.Millisecond)
+			c := dialFleet(t, f, path, backend.Options{}, 4)
+			l := startLoad(callerOf(c, path), 16, 0)
+			l.awaitCalls(t, time.Time{}, 200)
 			killed := time.Now()
 			f.Pod(fleet.IP(2)).Kill()
-			time.Sleep(2 * time.Second)
+			l.awaitCalls(t, killed.Add(time.Second), 500)
 			recs := l.finish()
 			_, failed := shares(recs)
 			if len(failed) > 16 {
@@ -421,19 +501,20 @@ func TestAbruptLoss(t *testing.T) {
 }
 
 // TestHealth: with health_check, an address set to NOT_SERVING leaves the
-// rotation within 1 s, and comes back when set to SERVING.
+// rotation within 1 s, and comes back when set to SERVING, on every path
+// (one health watch per address serves them all).
 func TestHealth(t *testing.T) {
-	for _, path := range paths {
+	for _, path := range allPaths {
 		t.Run(path.name, func(t *testing.T) {
 			f := fleet.Start(t, 4)
-			c := dialFleet(t, f, path.direct, backend.Options{HealthCheck: true}, 4)
-			l := startLoad(backend.For(c), 16, 0)
-			time.Sleep(300 * time.Millisecond)
+			c := dialFleet(t, f, path, backend.Options{HealthCheck: true}, 4)
+			l := startLoad(callerOf(c, path), 16, 0)
+			l.awaitCalls(t, time.Time{}, 200)
 			pod := f.Pod(fleet.IP(0))
 			pod.SetServing(false)
 			off := time.Now()
 			waitFor(t, time.Second, "the address not_serving", func() bool { return stateOf(c, pod.Addr) == "not_serving" })
-			time.Sleep(2 * time.Second)
+			l.awaitCalls(t, off.Add(time.Second), 500)
 			pod.SetServing(true)
 			on := time.Now()
 			waitFor(t, 5*time.Second, "calls on the address serving again", func() bool {
@@ -477,9 +558,8 @@ func TestFixedList(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			c.Connect()
 			waitFor(t, 10*time.Second, "2 addresses ready", func() bool { return ready(c) == 2 })
-			served, failed := shares(startLoad(backend.For(c), 4, 400).finish())
+			served, failed := shares(startLoad(callerOf(c, path), 4, 400).finish())
 			if len(failed) > 0 || served[f.Addr(fleet.IP(0))] != 200 || served[f.Addr(fleet.IP(1))] != 200 {
 				t.Fatalf("served %v, %d failed; want 200 each", served, len(failed))
 			}
@@ -493,12 +573,11 @@ func TestAllNotServing(t *testing.T) {
 	for _, path := range paths {
 		t.Run(path.name, func(t *testing.T) {
 			f := fleet.Start(t, 2)
-			c := dialFleet(t, f, path.direct, backend.Options{HealthCheck: true}, 2)
+			c := dialFleet(t, f, path, backend.Options{HealthCheck: true}, 2)
 			for i := range 2 {
 				f.Pod(fleet.IP(i)).SetServing(false)
 			}
-			waitFor(t, 2*time.Second, "no ready address", func() bool { return ready(c) == 0 || !path.direct })
-			time.Sleep(200 * time.Millisecond)
+			waitFor(t, 2*time.Second, "no ready address", func() bool { return ready(c) == 0 })
 			start := time.Now()
 			_, err := sayHello(t.Context(), backend.For(c))
 			if status.Code(err) != 14 {
@@ -524,11 +603,11 @@ func TestDNSFailure(t *testing.T) {
 		} {
 			t.Run(path.name+"/"+tc.name, func(t *testing.T) {
 				f := fleet.Start(t, 4)
-				c := dialFleet(t, f, path.direct, backend.Options{ResolveInterval: 200 * time.Millisecond}, 4)
-				l := startLoad(backend.For(c), 16, 0)
+				c := dialFleet(t, f, path, backend.Options{ResolveInterval: 200 * time.Millisecond}, 4)
+				l := startLoad(callerOf(c, path), 16, 0)
 				tc.fail(f)
 				waitFor(t, 15*time.Second, "resolve_error", func() bool { return c.Addresses().ResolveError != "" })
-				time.Sleep(500 * time.Millisecond)
+				l.awaitCalls(t, time.Now(), 500)
 				served, failed := shares(l.finish())
 				if len(failed) > 0 {
 					t.Fatalf("%d calls failed: %s", len(failed), failures(t, failed))

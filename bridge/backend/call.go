@@ -19,45 +19,63 @@ type Call = unary.Call
 // write. Its zero value is ready; it may be used again after Wait
 // returns.
 type Group struct {
-	g unary.Group
-	p *pool
-	// calls are those started on a pool of several addresses: one that
-	// was never sent goes to another address.
-	calls []*Call
+	g     unary.Group
+	p     *pool
+	calls []started
 }
 
+// started is a call of a Group on the address it was sent to.
+type started struct {
+	c     *Call
+	a     *address // nil once ended
+	start int64
+}
+
+// maxPicks bounds the addresses a call that was never sent tries.
+const maxPicks = 4
+
 func (g *Group) start(ctx context.Context, p *pool, c *Call) {
-	a, err := p.take(ctx)
+	a, err := p.pick(ctx)
 	if err != nil {
 		c.Err = err
 		return
 	}
-	if p.view.Load().one != a {
-		g.p = p
-		g.calls = append(g.calls, c)
-	}
+	g.p = p
+	g.calls = append(g.calls, started{c: c, a: a, start: p.begin(a, true)})
 	g.g.Start(ctx, a.client, c)
 }
 
 // Wait writes the frames of g's calls and waits until all have ended; when
-// ctx is done first it ends the others with its status. The calls that
-// were never sent are tried again on other addresses.
+// ctx is done first it ends the others with its status. Each call's end
+// is counted on its address (pool.end); a call that was never sent is
+// tried again on another address, up to maxPicks in all, unless the
+// backend has one address (whose client retries it itself).
 func (g *Group) Wait(ctx context.Context) {
 	g.g.Wait(ctx)
-	if g.p == nil {
+	p := g.p
+	if p == nil {
 		return
 	}
-	for range maxPicks - 1 {
+	sample := len(g.calls) == 1 // a batch's members wait for one another
+	for attempt := 1; ; attempt++ {
 		again := false
-		for _, c := range g.calls {
-			if c.Err == nil || !c.Unsent() || ctx.Err() != nil {
+		for i := range g.calls {
+			s := &g.calls[i]
+			a, c := s.a, s.c
+			if a == nil {
 				continue
 			}
-			a, err := g.p.take(ctx)
-			if err != nil {
-				break
+			p.end(a, true, sample, s.start, p.directOutcome(c))
+			s.a = nil
+			if c.Err == nil || !c.Unsent() || ctx.Err() != nil || attempt == maxPicks || p.view.Load().one == a {
+				continue
 			}
-			g.g.Start(ctx, a.client, c)
+			next, err := p.pick(ctx)
+			if err != nil {
+				continue // it keeps its error: never sent
+			}
+			s.a, s.start = next, p.begin(next, true)
+			g.g.Start(ctx, next.client, c)
 			again = true
 		}
 		if !again {

@@ -28,6 +28,7 @@ func (g grpcGo) Invoke(ctx context.Context, c *Call) error {
 		ctx = metadata.NewOutgoingContext(ctx, c.Metadata)
 	}
 	ctx, origin := WithOrigin(ctx)
+	origin.unary = true
 	rc := &rawCall{c: c}
 	opts := rawCodecOptions
 	if c.Capture {

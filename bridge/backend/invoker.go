@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"sync"
 
 	"google.golang.org/grpc"
 )
@@ -29,18 +30,20 @@ func For(conn grpc.ClientConnInterface) Invoker {
 	return grpcGo{conn}
 }
 
-// IsDirect reports whether inv is the bridge's own client, which starts
-// calls in Groups.
-func IsDirect(inv Invoker) bool {
-	_, ok := inv.(direct)
-	return ok
-}
-
 // direct makes calls through the bridge's own HTTP/2 client, one per
-// address of the backend.
+// address of the backend: a single call as a Group of one, so that the
+// picking, the counts and the retry of unsent calls are a batch's.
 type direct struct{ p *pool }
 
-func (d direct) Invoke(ctx context.Context, c *Call) error { return d.p.invoke(ctx, c) }
+var groups = sync.Pool{New: func() any { return new(Group) }}
+
+func (d direct) Invoke(ctx context.Context, c *Call) error {
+	g := groups.Get().(*Group)
+	g.start(ctx, d.p, c)
+	g.Wait(ctx)
+	groups.Put(g)
+	return c.Err
+}
 
 func (d direct) Start(ctx context.Context, g *Group, c *Call) bool {
 	g.start(ctx, d.p, c)

@@ -20,9 +20,12 @@ func DialOptions() []grpc.DialOption {
 
 // An Origin records where the status of one grpc-go call came from.
 type Origin struct {
-	seen     atomic.Bool             // the stats handler saw the call: its record holds
-	trailers atomic.Bool             // the backend's trailers came, and the status in them
-	addr     atomic.Pointer[address] // where grpc-go sent it, while in flight
+	seen     atomic.Bool // the stats handler saw the call: its record holds
+	trailers atomic.Bool // the backend's trailers came, and the status in them
+	// unary is set by the grpc-go invoker for its calls, whose request is
+	// sent whole at once and which wait for one answer: the picker times
+	// their answers (see pool.begin).
+	unary bool
 }
 
 type originKey struct{}

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
@@ -71,28 +69,23 @@ func TestStatusReset(t *testing.T) {
 // aborts) through both invokers: each answers code 13 naming the reset.
 func TestStatusResetBothPaths(t *testing.T) {
 	target := serveH2C(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }))
-	cc, err := grpc.NewClient("passthrough:///"+target, append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	dc, err := backend.NewDirectConn(cc, target, backend.DirectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dc.Close() })
 	for _, tc := range []struct {
-		name string
-		conn grpc.ClientConnInterface
-	}{{"grpc-go", cc}, {"direct", dc}} {
+		name   string
+		direct bool
+	}{{"grpc-go", false}, {"direct", true}} {
 		t.Run(tc.name, func(t *testing.T) {
+			conn, err := backend.Dial(target, backend.Options{Direct: tc.direct})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			c := backend.GetCall()
 			defer backend.PutCall(c)
 			c.Method = "/test.v1.TestService/Echo"
 			c.Request = append(c.Request, 0x0a, 0x01, 'x')
-			err := backend.For(tc.conn).Invoke(ctx, c)
+			err = backend.For(conn).Invoke(ctx, c)
 			st := backend.Status(ctx, discard, c.Method, err, c.Remote)
 			const want = "the backend reset the call's stream (RST_STREAM INTERNAL_ERROR)"
 			if st.Code() != codes.Internal || st.Message() != want {

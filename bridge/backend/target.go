@@ -30,11 +30,12 @@ type target struct {
 type targetKind uint8
 
 const (
-	// opaque targets are left to grpc-go's name resolution (unix sockets,
-	// passthrough, schemes of registered resolvers): one address, the
-	// target itself, which the direct client dials as it is when it can.
+	// opaque targets are left to grpc-go's name resolution and balancing
+	// (schemes of registered resolvers, such as xds:///): one address, the
+	// target itself, called through grpc-go alone.
 	opaque targetKind = iota
-	// fixed targets list their addresses: ipv4:, ipv6:, IP literals.
+	// fixed targets list their addresses: ipv4:, ipv6:, IP literals, and
+	// the one address of unix:, unix-abstract: and passthrough:///.
 	fixed
 	// named targets are DNS names: every A and AAAA record is an address.
 	named
@@ -43,10 +44,16 @@ const (
 // defaultPort is grpc-go's, for a target without one.
 const defaultPort = "443"
 
+// unixPrefix begins the addresses of Unix sockets ("unix:/run/x.sock",
+// "unix:@abstract"), as grpc-go's dialer reads them too.
+const unixPrefix = "unix:"
+
 // parseTarget reads a gRPC target string: "host:port" and "dns:///host:port"
 // (every A and AAAA record of host), "dns://SERVER:PORT/host:port" (asking
 // that DNS server), "ipv4:a:p,b:p" and "ipv6:[a]:p,[b]:p" (fixed lists),
-// IP literals; anything else is opaque.
+// IP literals, "unix:PATH", "unix:///PATH", "unix-abstract:NAME" and
+// "passthrough:///ADDR" (one address, dialed as it is); anything else with
+// a scheme ("xds:///users", "unix://host/path") is opaque.
 func parseTarget(s string) (target, error) {
 	scheme, rest, ok := strings.Cut(s, ":")
 	if !ok {
@@ -69,11 +76,54 @@ func parseTarget(s string) (target, error) {
 		return hostTarget(hostport, server)
 	case "ipv4", "ipv6":
 		return listTarget(s, rest)
+	case "unix":
+		path := rest
+		if strings.HasPrefix(rest, "//") {
+			path = rest[2:]
+			if !strings.HasPrefix(path, "/") {
+				return opaqueTarget(s), nil // unix://authority/path: grpc-go's to read
+			}
+		}
+		if path == "" {
+			return target{}, fmt.Errorf("backend: target %q: want unix:PATH", s)
+		}
+		return target{kind: fixed, fixed: []string{unixPrefix + path}, authority: "localhost"}, nil
+	case "unix-abstract":
+		name := strings.TrimPrefix(strings.TrimPrefix(rest, "//"), "/")
+		if name == "" {
+			return target{}, fmt.Errorf("backend: target %q: want unix-abstract:NAME", s)
+		}
+		return target{kind: fixed, fixed: []string{unixPrefix + "@" + name}, authority: "localhost"}, nil
+	case "passthrough":
+		addr, ok := strings.CutPrefix(rest, "///")
+		if !ok {
+			return opaqueTarget(s), nil // passthrough://authority/addr: grpc-go's to read
+		}
+		if addr == "" || strings.ContainsAny(addr, "/,") {
+			return target{}, fmt.Errorf("backend: target %q: want passthrough:///HOST:PORT", s)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			addr = net.JoinHostPort(strings.Trim(addr, "[]"), defaultPort)
+		}
+		return target{kind: fixed, fixed: []string{addr}, authority: rest[3:]}, nil
 	}
-	if strings.Contains(s, "://") || scheme == "unix" || scheme == "unix-abstract" || scheme == "passthrough" {
-		return target{kind: opaque, fixed: []string{s}, authority: s}, nil
+	if strings.Contains(s, "://") {
+		return opaqueTarget(s), nil
 	}
 	return hostTarget(s, "") // "localhost:50051": no scheme at all
+}
+
+func opaqueTarget(s string) target {
+	return target{kind: opaque, fixed: []string{s}, authority: s}
+}
+
+// dialAddress is the network and address the direct client dials for an
+// address of a target's set.
+func dialAddress(a string) (network, address string) {
+	if path, ok := strings.CutPrefix(a, unixPrefix); ok {
+		return "unix", path
+	}
+	return "tcp", a
 }
 
 // CheckTarget reports why the bridge cannot read target, or nil.

@@ -26,12 +26,23 @@ func TestParseTarget(t *testing.T) {
 		{name: "dns of an ip", target: "dns:///10.1.2.3:7", kind: fixed, fixed: []string{"10.1.2.3:7"}, authority: "10.1.2.3:7"},
 		{name: "ipv4 list", target: "ipv4:10.0.0.2:1,10.0.0.1:1,10.0.0.3", kind: fixed, fixed: []string{"10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:443"}, authority: "10.0.0.1:1"},
 		{name: "ipv6 list", target: "ipv6:[::1]:5,::2", kind: fixed, fixed: []string{"[::1]:5", "[::2]:443"}, authority: "[::1]:5"},
-		{name: "unix", target: "unix:///run/users.sock", kind: opaque, fixed: []string{"unix:///run/users.sock"}, authority: "unix:///run/users.sock"},
-		{name: "passthrough", target: "passthrough:///users:1", kind: opaque, fixed: []string{"passthrough:///users:1"}, authority: "passthrough:///users:1"},
+		{name: "unix", target: "unix:///run/users.sock", kind: fixed, fixed: []string{"unix:/run/users.sock"}, authority: "localhost"},
+		{name: "unix path", target: "unix:/run/users.sock", kind: fixed, fixed: []string{"unix:/run/users.sock"}, authority: "localhost"},
+		{name: "unix relative", target: "unix:users.sock", kind: fixed, fixed: []string{"unix:users.sock"}, authority: "localhost"},
+		{name: "unix abstract", target: "unix-abstract:users", kind: fixed, fixed: []string{"unix:@users"}, authority: "localhost"},
+		{name: "passthrough", target: "passthrough:///users:1", kind: fixed, fixed: []string{"users:1"}, authority: "users:1"},
+		{name: "passthrough without port", target: "passthrough:///users", kind: fixed, fixed: []string{"users:443"}, authority: "users"},
+		{name: "unix with an authority", target: "unix://host/run/users.sock", kind: opaque, fixed: []string{"unix://host/run/users.sock"}, authority: "unix://host/run/users.sock"},
+		{name: "passthrough with an authority", target: "passthrough://auth/users:1", kind: opaque, fixed: []string{"passthrough://auth/users:1"}, authority: "passthrough://auth/users:1"},
 		{name: "other scheme", target: "xds:///users", kind: opaque, fixed: []string{"xds:///users"}, authority: "xds:///users"},
 		{name: "bad list", target: "ipv4:users:1", err: true},
 		{name: "empty", target: "", err: true},
 		{name: "dns without path", target: "dns://server", err: true},
+		{name: "dns without host", target: "dns:///", err: true},
+		{name: "unix without path", target: "unix:", err: true},
+		{name: "unix abstract without name", target: "unix-abstract:", err: true},
+		{name: "passthrough without address", target: "passthrough:///", err: true},
+		{name: "passthrough of a list", target: "passthrough:///a:1,b:2", err: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseTarget(tc.target)
@@ -55,7 +66,7 @@ func TestParseTarget(t *testing.T) {
 // FuzzParseTarget: any target string (from the configuration) parses
 // without panicking, and a fixed one into at least one HOST:PORT.
 func FuzzParseTarget(f *testing.F) {
-	for _, s := range []string{"users:50051", "dns://1.2.3.4/users:1", "ipv4:1.2.3.4:5,6.7.8.9", "ipv6:[::1]:5", "unix:/x", "[::1]", ":"} {
+	for _, s := range []string{"users:50051", "dns://1.2.3.4/users:1", "ipv4:1.2.3.4:5,6.7.8.9", "ipv6:[::1]:5", "unix:/x", "unix-abstract:x", "passthrough:///x:1", "[::1]", ":"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -69,11 +69,12 @@ func (e *Engine) single(ctx context.Context, t *Table, x *Exchange, r *wire.Requ
 // batch runs the members of a batch and appends the array of their
 // replies in member order; when every member is a notification it
 // appends nothing. Every member is prepared once, in order. The unary
-// calls of direct invokers start in Groups of at most BatchParallelism,
-// whose frames leave together and whose waiter wakes once; the other
-// calls run on at most BatchParallelism workers. Every call's deadline
-// runs from when it starts (see deadline); the replies share the budget
-// of MaxResponseBytes.
+// calls whose invoker starts them (Invoker.Start: the direct path's)
+// start in Groups of at most BatchParallelism, whose frames leave
+// together and whose waiter wakes once; the other calls run on at most
+// BatchParallelism workers. Every call's deadline runs from when it
+// starts (see deadline; a Group's from its first member's try); the
+// replies share the budget of MaxResponseBytes.
 func (e *Engine) batch(ctx context.Context, t *Table, x *Exchange, reqs []wire.Request, dst []byte) []byte {
 	budget := e.newBudget()
 	calls := make([]call, len(reqs))
@@ -99,7 +100,7 @@ func (e *Engine) batch(ctx context.Context, t *Table, x *Exchange, reqs []wire.R
 			replies[i] = e.settle(ctx, t, x, c, out, 0, budget)
 		}
 		gcancel()
-		started = started[:0]
+		gctx, started = nil, started[:0]
 	}
 	for i := range reqs {
 		c := &calls[i]
@@ -114,19 +115,23 @@ func (e *Engine) batch(ctx context.Context, t *Table, x *Exchange, reqs []wire.R
 		case !ready:
 			replies[i] = e.settle(ctx, t, x, c, out, 0, budget)
 			continue
-		case c.bc != nil && !c.bc.Stream && backend.IsDirect(c.rec.Method.invoker):
-			if len(started) == 0 {
+		case c.bc != nil && !c.bc.Stream && c.rec.Method.invoker != nil:
+			if gctx == nil {
 				gctx, gcancel = e.deadline(ctx, x)
 			}
-			c.rec.Method.invoker.Start(gctx, &g, c.bc)
-			if started = append(started, i); len(started) == cap(started) {
-				flush()
+			if c.rec.Method.invoker.Start(gctx, &g, c.bc) {
+				if started = append(started, i); len(started) == cap(started) {
+					flush()
+				}
+				continue
 			}
-			continue
 		}
 		rest = append(rest, i)
 	}
 	flush()
+	if gctx != nil {
+		gcancel() // made for a Group that no invoker started
+	}
 
 	var next atomic.Int64
 	work := func() {

@@ -12,20 +12,23 @@ type AddressState struct {
 	// State is ready, connecting, down, not_serving or draining.
 	State string
 	// Calls counts the calls sent to the address since it joined the
-	// backend's set.
-	Calls uint64
+	// backend's set, Ejections the times outlier detection ejected it.
+	Calls, Ejections uint64
 }
 
 // AddressStates lists the states of backend_addresses, each reported at
 // every scrape (0 when no address is in it).
-var AddressStates = []string{"ready", "connecting", "down", "not_serving", "draining"}
+var AddressStates = []string{"ready", "connecting", "down", "not_serving", "ejected", "draining"}
 
 var (
 	addressesDesc = prometheus.NewDesc(metricPrefix+"backend_addresses",
-		"Addresses of the backend, by state: ready, connecting, down, not_serving (health checking) or draining (removed, with calls in flight).",
+		"Addresses of the backend, by state: ready, connecting, down, not_serving (health checking), ejected (outlier detection) or draining (removed, with calls in flight).",
 		[]string{"backend", "state"}, nil)
 	addressCallsDesc = prometheus.NewDesc(metricPrefix+"backend_address_calls_total",
 		"Calls sent to each address of the backend, both call paths, since the address joined its set.",
+		[]string{"backend", "address"}, nil)
+	ejectionsDesc = prometheus.NewDesc(metricPrefix+"backend_ejections_total",
+		"Times outlier detection ejected each address of the backend from the rotation, since the address joined its set.",
 		[]string{"backend", "address"}, nil)
 )
 
@@ -58,6 +61,7 @@ func (m *Metrics) WatchAddresses(backend string, f func() []AddressState) {
 func (c *addressCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- addressesDesc
 	ch <- addressCallsDesc
+	ch <- ejectionsDesc
 }
 
 func (c *addressCollector) Collect(ch chan<- prometheus.Metric) {
@@ -69,6 +73,7 @@ func (c *addressCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, a := range b.f() {
 			counts[a.State]++
 			ch <- prometheus.MustNewConstMetric(addressCallsDesc, prometheus.CounterValue, float64(a.Calls), b.backend, a.Address)
+			ch <- prometheus.MustNewConstMetric(ejectionsDesc, prometheus.CounterValue, float64(a.Ejections), b.backend, a.Address)
 		}
 		for _, st := range AddressStates {
 			ch <- prometheus.MustNewConstMetric(addressesDesc, prometheus.GaugeValue, float64(counts[st]), b.backend, st)

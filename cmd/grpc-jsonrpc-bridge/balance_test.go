@@ -124,38 +124,41 @@ func get(t *testing.T, url string) string {
 	return string(b)
 }
 
-// TestBalanceUnknown: an unknown balance exits 2 at start, naming the key
-// and the three values, from a flag, a variable and a backends entry.
-func TestBalanceUnknown(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  string
-		args []string
-		key  string
+// TestBadLBSettings: an unknown balance, or a status code in
+// outlier_codes that is none, exits 2 at start, naming the key and what it
+// takes, from a flag, a variable and a backends entry.
+func TestBadLBSettings(t *testing.T) {
+	for _, setting := range []struct {
+		key, value, inFile string
+		want               []string
 	}{
-		{name: "flag", args: []string{"--backend", "127.0.0.1:1", "--balance", "random"}, key: "balance"},
-		{name: "env", env: "random", args: []string{"--backend", "127.0.0.1:1"}, key: "balance"},
-		{name: "file", args: []string{"--config", ""}, key: "backends[0].balance"},
+		{"balance", "random", "random", []string{"least_request", "round_robin", "pick_first", `"random"`}},
+		{"outlier_codes", "UNAVAILABLE,SOMETIMES", "[14, SOMETIMES]", []string{`"SOMETIMES"`, "UNAVAILABLE"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := tc.args
-			if tc.name == "file" {
-				args = []string{"--config", writeConfig(t, "backends:\n  - address: 127.0.0.1:1\n    plaintext: true\n    balance: random\n")}
-			}
-			clearEnv(t)
-			if tc.env != "" {
-				t.Setenv("BRIDGE_BALANCE", tc.env)
-			}
-			var stdout, stderr strings.Builder
-			code := run(t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &stdout, &stderr)
-			if code != 2 {
-				t.Fatalf("got exit code %d, want 2; stderr:\n%s", code, stderr.String())
-			}
-			for _, want := range []string{tc.key, "least_request", "round_robin", "pick_first", `"random"`} {
-				if !strings.Contains(stderr.String(), want) {
-					t.Errorf("stderr %q does not name %s", stderr.String(), want)
+		for _, from := range []string{"flag", "env", "file"} {
+			t.Run(setting.key+"/"+from, func(t *testing.T) {
+				clearEnv(t)
+				args, key := []string{"--backend", "127.0.0.1:1"}, setting.key
+				switch from {
+				case "flag":
+					args = append(args, "--"+strings.ReplaceAll(setting.key, "_", "-"), setting.value)
+				case "env":
+					t.Setenv("BRIDGE_"+strings.ToUpper(setting.key), setting.value)
+				case "file":
+					args = []string{"--config", writeConfig(t, "backends:\n  - address: 127.0.0.1:1\n    plaintext: true\n    "+setting.key+": "+setting.inFile+"\n")}
+					key = "backends[0]." + setting.key
 				}
-			}
-		})
+				var stdout, stderr strings.Builder
+				code := run(t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &stdout, &stderr)
+				if code != 2 {
+					t.Fatalf("got exit code %d, want 2; stderr:\n%s", code, stderr.String())
+				}
+				for _, want := range append([]string{key}, setting.want...) {
+					if !strings.Contains(stderr.String(), want) {
+						t.Errorf("stderr %q does not name %s", stderr.String(), want)
+					}
+				}
+			})
+		}
 	}
 }

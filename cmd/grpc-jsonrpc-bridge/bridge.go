@@ -249,6 +249,7 @@ func backendConn(b config.Backend, lb config.LB, direct bool, ka config.Keepaliv
 		ResolveInterval: lb.ResolveInterval,
 		HealthCheck:     lb.HealthCheck,
 		HealthService:   lb.HealthService,
+		Outlier:         lb.Outlier.Backend(),
 		Direct:          direct,
 		DialOptions:     opts,
 		DirectOptions: backend.DirectOptions{Creds: creds, Logger: log,

@@ -48,7 +48,7 @@ func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *brid
 				st := c.Addresses().Addresses
 				out := make([]bridge.AddressState, len(st))
 				for i, a := range st {
-					out[i] = bridge.AddressState{Address: a.Address, State: a.State, Calls: a.Calls}
+					out[i] = bridge.AddressState{Address: a.Address, State: a.State, Calls: a.Calls, Ejections: a.Ejections}
 				}
 				return out
 			})

@@ -1,11 +1,14 @@
 // Package fleet starts, for tests, the pods of one scaled gRPC backend:
 // greeter servers on distinct loopback addresses (127.0.0.2 to 127.0.0.9)
 // sharing one port, each answering helloworld.Greeter/SayHello with its
-// own address, with the health service and server reflection, and an
-// in-process DNS server (github.com/miekg/dns) whose records the test
-// changes, as a headless Service's would. Pods can be slowed, stopped
-// gracefully (GOAWAY, then stop) or killed (their connections closed with
-// no GOAWAY, as when the process dies).
+// own address, serving test.v1.TestService (its streams) too, with the
+// health service and server reflection, and an in-process DNS server
+// (github.com/miekg/dns) whose records the test changes, as a headless
+// Service's would. Pods can be slowed, made to fail every call with a
+// status, stopped gracefully (GOAWAY, then stop) or killed (their
+// connections closed with no GOAWAY, as when the process dies). Pods may
+// also run as processes of their own (StartProcesses), to be frozen
+// (SIGSTOP) as a stalled pod is.
 //
 // It imports only gRPC, miekg/dns and the generated test services.
 package fleet
@@ -16,6 +19,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,11 +27,14 @@ import (
 
 	"github.com/miekg/dns"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
+	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
 // Name is the DNS name of the fleet's pods.
@@ -43,6 +50,7 @@ type Fleet struct {
 	dns     *dns.Server
 	dnsAddr string
 	records []string // the IPs DNS answers with
+	procs   bool     // the pods are processes
 }
 
 // A Pod is one server of the fleet.
@@ -53,15 +61,22 @@ type Pod struct {
 	lis    *listener
 	Health *health.Server
 	delay  atomic.Int64 // added to each call, in nanoseconds
+	fail   atomic.Uint32
 	calls  atomic.Int64
 	done   chan struct{}
+	proc   *process // a pod of StartProcesses
 }
 
 // Start starts n pods on 127.0.0.2 and up, all in DNS, and the DNS
 // server; everything stops when the test ends.
 func Start(t testing.TB, n int) *Fleet {
 	t.Helper()
-	f := &Fleet{t: t, pods: map[string]*Pod{}}
+	return start(&Fleet{t: t, pods: map[string]*Pod{}}, n)
+}
+
+func start(f *Fleet, n int) *Fleet {
+	t := f.t
+	t.Helper()
 	f.startDNS()
 	for attempt := 0; ; attempt++ {
 		lis, err := net.Listen("tcp", "127.0.0.2:0")
@@ -80,7 +95,7 @@ func Start(t testing.TB, n int) *Fleet {
 		if ok {
 			break
 		}
-		f.StopAll()
+		f.stopPods()
 		if attempt == 5 {
 			t.Fatal("no port free on every loopback address")
 		}
@@ -116,23 +131,65 @@ func (f *Fleet) StartPod(ip string) *Pod {
 }
 
 func (f *Fleet) start(ip string) (*Pod, error) {
-	lis, err := net.Listen("tcp", f.Addr(ip))
+	if f.procs {
+		return f.startProcess(ip)
+	}
+	p, err := servePod(f.Addr(ip))
 	if err != nil {
 		return nil, err
 	}
-	p := &Pod{IP: ip, Addr: f.Addr(ip), srv: grpc.NewServer(), lis: &listener{Listener: lis, conns: map[net.Conn]bool{}},
+	p.IP = ip
+	f.mu.Lock()
+	f.pods[ip] = p
+	f.mu.Unlock()
+	return p, nil
+}
+
+// servePod serves a pod at addr.
+func servePod(addr string) (*Pod, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pod{Addr: addr, lis: &listener{Listener: lis, conns: map[net.Conn]bool{}},
 		Health: health.NewServer(), done: make(chan struct{})}
+	p.srv = grpc.NewServer(grpc.ChainUnaryInterceptor(p.unary), grpc.ChainStreamInterceptor(p.stream))
 	helloworld.RegisterGreeterServer(p.srv, greeter{p: p})
+	testv1.RegisterTestServiceServer(p.srv, testv1.NewServer())
 	healthpb.RegisterHealthServer(p.srv, p.Health)
 	reflection.Register(p.srv)
 	go func() {
 		defer close(p.done)
 		p.srv.Serve(p.lis)
 	}()
-	f.mu.Lock()
-	f.pods[ip] = p
-	f.mu.Unlock()
 	return p, nil
+}
+
+// counted reports whether the calls of method count as the pod's calls
+// (Calls), and fail with SetFail: the application's, not the health
+// service's or reflection's.
+func counted(method string) bool {
+	return !strings.HasPrefix(method, "/grpc.health.") && !strings.HasPrefix(method, "/grpc.reflection.")
+}
+
+func (p *Pod) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if counted(info.FullMethod) {
+		p.calls.Add(1)
+		if code := p.fail.Load(); code != 0 {
+			return nil, status.Error(codes.Code(code), "the pod fails every call")
+		}
+	}
+	return handler(ctx, req)
+}
+
+func (p *Pod) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if counted(info.FullMethod) {
+		p.calls.Add(1)
+		if code := p.fail.Load(); code != 0 {
+			return status.Error(codes.Code(code), "the pod fails every call")
+		}
+	}
+	return handler(srv, ss)
 }
 
 // Pod returns the pod at ip.
@@ -176,7 +233,11 @@ func (f *Fleet) StopDNS() {
 // SetDelay adds d to every call the pod answers.
 func (p *Pod) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
-// Calls returns the calls the pod answered.
+// SetFail makes the pod answer every call and stream at once with code
+// (not the health service nor reflection); codes.OK heals it.
+func (p *Pod) SetFail(code codes.Code) { p.fail.Store(uint32(code)) }
+
+// Calls returns the calls and streams the pod took (not a process pod's).
 func (p *Pod) Calls() int64 { return p.calls.Load() }
 
 // SetServing sets the health of the whole server.
@@ -188,15 +249,20 @@ func (p *Pod) SetServing(on bool) {
 	p.Health.SetServingStatus("", st)
 }
 
-// GracefulStop sends GOAWAY, waits for the calls in flight, and stops.
+// GracefulStop sends GOAWAY, waits for the calls in flight, and stops
+// (not a process pod).
 func (p *Pod) GracefulStop() {
 	p.srv.GracefulStop()
 	<-p.done
 }
 
 // Kill closes the pod's listener and every connection at once, with no
-// GOAWAY, as when its process dies.
+// GOAWAY, as when its process dies (a process pod's process is killed).
 func (p *Pod) Kill() {
+	if p.proc != nil {
+		p.proc.kill()
+		return
+	}
 	p.lis.kill()
 	p.srv.Stop()
 	<-p.done
@@ -205,11 +271,19 @@ func (p *Pod) Kill() {
 // StopAll stops every pod and the DNS server.
 func (f *Fleet) StopAll() {
 	f.StopDNS()
+	f.stopPods()
+}
+
+func (f *Fleet) stopPods() {
 	f.mu.Lock()
 	pods := f.pods
 	f.pods = map[string]*Pod{}
 	f.mu.Unlock()
 	for _, p := range pods {
+		if p.proc != nil {
+			p.proc.kill()
+			continue
+		}
 		p.srv.Stop()
 		<-p.done
 	}
@@ -259,7 +333,6 @@ type greeter struct {
 }
 
 func (g greeter) SayHello(ctx context.Context, _ *helloworld.HelloRequest) (*helloworld.HelloReply, error) {
-	g.p.calls.Add(1)
 	if d := time.Duration(g.p.delay.Load()); d > 0 {
 		select {
 		case <-time.After(d):

@@ -225,6 +225,10 @@ func (c *Client) Invoke(ctx context.Context, call *Call) error {
 	}
 }
 
+// Answered reports whether the backend sent the response headers of
+// call (a trailers-only response included), once the call has ended.
+func (call *Call) Answered() bool { return call.gotHeaders }
+
 // Unsent reports whether call, once ended, never reached the backend: it
 // could not start (no connection, see Client.SetNoWait), or the backend
 // refused it unprocessed. Such a call may be made again elsewhere.

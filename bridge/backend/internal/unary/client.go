@@ -3,6 +3,8 @@ package unary
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -55,6 +57,11 @@ type Options struct {
 	// time it changes, and when a backoff ends (Down to Idle), with the
 	// client's lock held: it must not block nor call the client.
 	OnState func(State)
+	// OnAnswer, when not nil, is called each time the response of a call
+	// begins (its headers, or a trailers-only response; not a 1xx), in
+	// the connection's reader with its lock held: it must not block nor
+	// call the client. It tells that the backend answers.
+	OnAnswer func()
 }
 
 // A State is what a Client can do with a new call at once.
@@ -183,14 +190,17 @@ func (c *Client) updateLocked(force bool) {
 	}
 }
 
-// New returns a Client of the backend at target, a gRPC target string
-// (see parseTarget). It does not connect. A target it cannot dial by
-// itself yields ErrUnsupportedTarget.
-func New(target string, opts Options) (*Client, error) {
-	ep, err := parseTarget(target)
-	if err != nil {
-		return nil, err
+// New returns a Client of the backend at address on network ("tcp",
+// HOST:PORT, or "unix", a socket's path, "@name" for an abstract one), as
+// net.Dial takes them. It does not connect.
+func New(network, address string, opts Options) (*Client, error) {
+	switch {
+	case network != "tcp" && network != "unix":
+		return nil, fmt.Errorf("unary: network %q: want tcp or unix", network)
+	case address == "":
+		return nil, errors.New("unary: no address")
 	}
+	ep := endpoint{network: network, address: address, authority: address}
 	if opts.Creds == nil {
 		opts.Creds = insecure.NewCredentials()
 	}

@@ -651,6 +651,9 @@ func (cn *conn) onHeaders(id uint32, flags byte, block []byte) error {
 		cn.answered.Store(true)
 	}
 	err = call.headersDone(end)
+	if hook := cn.client.opts.OnAnswer; hook != nil && !call.block.informational {
+		hook()
+	}
 	switch {
 	case err != nil && !end:
 		call.resetWith(errCodeProtocol)

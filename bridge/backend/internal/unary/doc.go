@@ -3,7 +3,8 @@
 //
 // It speaks HTTP/2 itself on one connection per address (package backend
 // holds a Client per address of a backend and picks one per call, by
-// State and InFlight, which take no lock): a call is queued
+// State, which takes no lock, and its own counts; OnAnswer tells it when
+// the backend answers): a call is queued
 // on the connection by the calling goroutine, and one writer goroutine per
 // connection encodes the HEADERS and DATA frames of every queued call and
 // writes them with one system call, so concurrent calls share writes;

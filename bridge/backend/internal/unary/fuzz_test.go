@@ -156,7 +156,7 @@ func FuzzFrames(f *testing.F) {
 			}
 			<-drained
 		}()
-		c, err := New(lis.Addr().String(), Options{DialTimeout: time.Second, WriteTimeout: time.Second})
+		c, err := newAt(lis.Addr().String(), Options{DialTimeout: time.Second, WriteTimeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

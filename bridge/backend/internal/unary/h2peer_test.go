@@ -457,7 +457,7 @@ func TestH2PrefaceFirst(t *testing.T) {
 	p := &h2peer{respond: func(s *h2stream) { s.ok(s.body) }}
 	target := serveH2(t, p)
 	for range 100 {
-		c, err := New(target, Options{})
+		c, err := newAt(target, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,11 +141,11 @@ func listen(t testing.TB, network string) (net.Listener, string) {
 		t.Cleanup(func() { os.RemoveAll(dir) })
 		path := filepath.Join(dir, "s.sock")
 		lis, err = net.Listen("unix", path)
-		target = "unix://" + path
+		target = "unix:" + path
 	case "unix-abstract":
 		name := fmt.Sprintf("unary-test-%d-%d", os.Getpid(), abstractSeq.Add(1))
 		lis, err = net.Listen("unix", "@"+name)
-		target = "unix-abstract:" + name
+		target = "unix:@" + name
 	default:
 		t.Fatalf("unknown network %q", network)
 	}
@@ -192,10 +193,22 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
+// newAt is New for a test's target: HOST:PORT, or "unix:" and a socket's
+// path (its :authority "localhost", as package backend gives it).
+func newAt(target string, opts Options) (*Client, error) {
+	if path, ok := strings.CutPrefix(target, "unix:"); ok {
+		if opts.Authority == "" {
+			opts.Authority = "localhost"
+		}
+		return New("unix", path, opts)
+	}
+	return New("tcp", target, opts)
+}
+
 // newClient makes a Client of target that the test's cleanup closes.
 func newClient(t testing.TB, target string, opts Options) *Client {
 	t.Helper()
-	c, err := New(target, opts)
+	c, err := newAt(target, opts)
 	if err != nil {
 		t.Fatalf("New(%q): %v", target, err)
 	}

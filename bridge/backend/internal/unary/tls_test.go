@@ -87,7 +87,6 @@ func TestTLS(t *testing.T) {
 	}{
 		{"by address", addr, pool, codes.OK},
 		{"by name", "localhost:" + port, pool, codes.OK},
-		{"by dns target", "dns:///localhost:" + port, pool, codes.OK},
 		{"untrusted", addr, otherPool, codes.Unavailable},
 		{"no roots", addr, x509.NewCertPool(), codes.Unavailable},
 	}

@@ -907,7 +907,7 @@ func TestMaxConnectionAge(t *testing.T) {
 func TestClose(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	srv, target := startBackend(t, "tcp", nil)
-	c, err := New(target, Options{})
+	c, err := newAt(target, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -972,7 +972,7 @@ func TestCloseWhileDialing(t *testing.T) {
 	lis, target := listen(t, "tcp")
 	acceptLoop(t, lis, func(net.Conn) {})
 	pool, _ := selfSigned(t)
-	c, err := New(target, Options{Creds: tlsCreds(pool), DialTimeout: 30 * time.Second})
+	c, err := newAt(target, Options{Creds: tlsCreds(pool), DialTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
