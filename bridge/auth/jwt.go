@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
-
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
 )
 
@@ -266,8 +264,7 @@ func (a *Auth) ScopesFor(r *http.Request, c *Caller) []string {
 			continue
 		}
 		want := slices.Clone(have)
-		grant := jwt.MapClaims{}
-		maps.Copy(grant, claims.MapClaims)
+		grant := maps.Clone(claims.MapClaims)
 		for _, kv := range cand.sel.claims {
 			if kv[0] == "scope" || kv[0] == "scp" {
 				if !slices.Contains(want, kv[1]) {
@@ -296,7 +293,7 @@ func (a *Auth) ScopesFor(r *http.Request, c *Caller) []string {
 
 // tokenScopes are the scopes claims grant: scope, space-delimited, and
 // scp, a string of them or an array.
-func tokenScopes(c jwt.MapClaims) []string {
+func tokenScopes(c map[string]any) []string {
 	var out []string
 	add := func(sc string) {
 		if sc != "" && !slices.Contains(out, sc) {
