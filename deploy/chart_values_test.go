@@ -34,10 +34,6 @@ type valueSet struct {
 	// kinds must be rendered, noKinds must not.
 	kinds, noKinds []string
 	check          func(t *testing.T, r *release)
-	// needs is the flag of a setting the values use that another issue
-	// adds (needsIssue): until the bridge has it, serve --check of the
-	// set is skipped, naming it; everything else is checked.
-	needs, needsIssue string
 }
 
 var valueSets = []valueSet{
@@ -107,7 +103,6 @@ ingress:
 				t.Errorf("the Ingress routes %+v, want the protected resource metadata on api.example.com too", ing.Spec.Rules)
 			}
 		},
-		needs: "auth-jwt-issuer", needsIssue: "28",
 	},
 	{
 		name: "JWT providers",
@@ -133,7 +128,6 @@ ingress: {enabled: true}
 				t.Errorf("jwks-2: got %+v, want ConfigMap github-actions-jwks", v.VolumeSource)
 			}
 		},
-		needs: "auth-jwt-issuer", needsIssue: "28",
 	},
 	{
 		name: "Redis store",
@@ -218,7 +212,6 @@ backends:
 config:
   outlier_consecutive_failures: 5
 `,
-		needs: "outlier-consecutive-failures", needsIssue: "29",
 	},
 	{
 		name: "long shutdown",
@@ -419,16 +412,6 @@ var chartAuth = []string{"auth.file", "auth.identity_metadata_key", "auth.jwt.is
 	"auth.jwt.jwks_url", "auth.jwt.ca_file", "auth.jwt.jwks_file", "auth.jwt.algorithms", "auth.jwt.clock_skew", "auth.jwt.jwks_refresh",
 	"auth.jwt.claims_metadata", "auth.jwt.scopes", "auth.jwt_providers", "auth.resource"}
 
-// pendingConfig are keys of the chart's config that another issue adds
-// to the bridge, by the flag that shows it has landed.
-var pendingConfig = map[string]string{
-	"outlier_consecutive_failures": "outlier-consecutive-failures", // issue 29
-	"outlier_codes":                "outlier-consecutive-failures",
-	"outlier_ejection_time":        "outlier-consecutive-failures",
-	"outlier_max_ejection_time":    "outlier-consecutive-failures",
-	"outlier_max_ejection_percent": "outlier-consecutive-failures",
-}
-
 // TestChartConfigKeys: values.schema.json's config takes every setting of
 // the bridge but those the chart owns, under its name and of its type,
 // and nothing else; the chart renders every key of auth.
@@ -461,10 +444,6 @@ func TestChartConfigKeys(t *testing.T) {
 	}
 	for key := range chart {
 		if _, ok := bridge[key]; ok {
-			continue
-		}
-		if flag, ok := pendingConfig[key]; ok && !bridgeHas(flag) {
-			t.Logf("config.%s waits for the bridge's --%s", key, flag)
 			continue
 		}
 		t.Errorf("values.schema.json's config has %s, which is no setting of the bridge", key)
