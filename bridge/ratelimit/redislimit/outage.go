@@ -3,8 +3,10 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -93,7 +95,10 @@ func classify(err error) string {
 	case strings.Contains(err.Error(), "WRONGPASS"), strings.Contains(err.Error(), "NOAUTH"),
 		strings.Contains(err.Error(), "invalid password"), strings.Contains(err.Error(), "AUTH"):
 		return "auth"
-	case errors.As(err, &ne):
+	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		// A connection the store closed, or reset, is a store gone as
+		// much as one that refuses to connect.
 		return "unreachable"
 	}
 	return "error"
