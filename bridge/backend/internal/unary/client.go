@@ -407,21 +407,6 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 	return cn, nil
 }
 
-// calmDown doubles the keepalive interval of the connections opened after
-// cn, whose backend sent GOAWAY(ENHANCE_YOUR_CALM, "too_many_pings"), as
-// grpc-go's addrConn.adjustParams does: a backend whose keepalive policy
-// allows fewer pings than the client sends is not sent them again and
-// again, each time ending the connection and its calls.
-func (c *Client) calmDown(cn *conn) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v := 2 * cn.kaTime; v > c.kaTime {
-		c.kaTime = v
-	}
-	c.opts.Logger.Warn("the backend sent GOAWAY too_many_pings: pinging new connections every "+c.kaTime.String(),
-		"address", c.ep.address)
-}
-
 // forget drops cn once it is closed. A connection that ended before it
 // answered anything, soon after it opened, counts as a failure to connect
 // (a backend that sends GOAWAY at once must not be redialled in a loop);
@@ -462,12 +447,6 @@ func (c *Client) ended(cn *conn, busy bool) {
 	}
 }
 
-// healthy reports whether cn worked: it answered a call, or lived long
-// enough not to be the cause of a reconnection storm.
-func (cn *conn) healthy() bool {
-	return cn.answered.Load() || time.Since(cn.opened) >= healthyAfter
-}
-
 // closedEarlyLocked records a connection that ended before it answered
 // anything: the next dial waits for the backoff, and calls wait for it
 // when their deadline allows (see ready).
@@ -505,12 +484,4 @@ func (c *Client) ResetBackoff() {
 	defer c.mu.Unlock()
 	c.backoff, c.retryAt = 0, time.Time{}
 	c.updateLocked(false)
-}
-
-// contextStatus is the status of a call whose context is done.
-func contextStatus(ctx context.Context) error {
-	if ctx.Err() == context.DeadlineExceeded {
-		return status.Error(codes.DeadlineExceeded, "context deadline exceeded")
-	}
-	return status.Error(codes.Canceled, "context canceled")
 }

@@ -28,4 +28,14 @@
 // reflection and compression (gzip responses excepted) are left to
 // grpc-go. Statuses made here rather than received from the backend
 // carry messages that begin with "transport: " or "grpc: ".
+//
+// Each file has one job: call.go the Call and the Group, what a caller
+// queues and waits for, with the call's side of a response's messages;
+// conn.go the connection, its queues and its writer; encode.go a
+// request's header block (HPACK encoding); read.go the reader's loop and
+// the frames it handles; decode.go a response's header blocks (HPACK
+// decoding, and what grpc-go makes of them); status.go the statuses a
+// call ends with; compress.go gzip responses; keepalive.go the pings;
+// client.go the connections of one address, dialled and redialled;
+// frame.go and fields.go the HTTP/2 frames and header fields.
 package unary
