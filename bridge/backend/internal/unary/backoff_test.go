@@ -14,6 +14,7 @@ import (
 // x1.6 each time up to 120s, each wait jittered by at most 20% either way;
 // ResetBackoff starts again at 1s.
 func TestBackoffSequence(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, freeAddr(t), Options{})
 	err := status.Error(codes.Unavailable, "test")
 	check := func(i int, want time.Duration) {

@@ -58,6 +58,7 @@ func messages(call *Call) [][]byte {
 
 // TestStream collects the messages of server-streaming calls.
 func TestStream(t *testing.T) {
+	t.Parallel()
 	c := startMany(t)
 	tests := []struct {
 		req  string
@@ -101,6 +102,7 @@ func TestStream(t *testing.T) {
 // TestStreamMaxMessages ends a stream with more messages than MaxMessages
 // allows, and the connection goes on.
 func TestStreamMaxMessages(t *testing.T) {
+	t.Parallel()
 	c := startMany(t)
 	call := &Call{Method: "/test.Svc/Many", Request: []byte("3,10"), Stream: true, MaxMessages: 3}
 	if err := c.Invoke(t.Context(), call); err != nil || len(messages(call)) != 3 {
@@ -122,6 +124,7 @@ func TestStreamMaxMessages(t *testing.T) {
 // TestLimit refuses a response, or the message of a stream, that would
 // take the call past Limit, as soon as its length is known.
 func TestLimit(t *testing.T) {
+	t.Parallel()
 	c := startMany(t)
 	tests := []struct {
 		req      string
@@ -150,6 +153,7 @@ func TestLimit(t *testing.T) {
 // TestBudget shares a budget between the calls of a Group: the responses
 // that fit take their share, the others fail before they are kept.
 func TestBudget(t *testing.T) {
+	t.Parallel()
 	c := startMany(t)
 	var budget atomic.Int64
 	budget.Store(10_000)
@@ -192,6 +196,7 @@ func TestBudget(t *testing.T) {
 // TestStreamCompressed reads a stream of compressed and plain messages
 // split across frames in every way.
 func TestStreamCompressed(t *testing.T) {
+	t.Parallel()
 	zip := func(b []byte) []byte {
 		var buf bytes.Buffer
 		zw := gzip.NewWriter(&buf)

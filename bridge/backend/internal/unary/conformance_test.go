@@ -36,6 +36,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // headers writes a header block of fields on s's stream.
@@ -217,6 +219,7 @@ func statusCases() []scriptedCase {
 
 // TestConformanceStatus: see statusCases.
 func TestConformanceStatus(t *testing.T) {
+	t.Parallel()
 	cases := statusCases()
 	runCases(t, newClient(t, serveCases(t, cases), Options{}), cases)
 }
@@ -255,6 +258,7 @@ func informationalCases() []scriptedCase {
 
 // TestConformanceInformational: see informationalCases.
 func TestConformanceInformational(t *testing.T) {
+	t.Parallel()
 	cases := informationalCases()
 	runCases(t, newClient(t, serveCases(t, cases), Options{}), cases)
 }
@@ -316,6 +320,7 @@ func compressedCases() []scriptedCase {
 
 // TestConformanceCompressed: see compressedCases.
 func TestConformanceCompressed(t *testing.T) {
+	t.Parallel()
 	cases := compressedCases()
 	runCases(t, newClient(t, serveCases(t, cases), Options{MaxRecvMsgSize: 1 << 20}), cases)
 }
@@ -323,6 +328,7 @@ func TestConformanceCompressed(t *testing.T) {
 // TestConformanceReference runs grpc-go's client through the scripted
 // cases, to show that their outcomes are grpc-go's.
 func TestConformanceReference(t *testing.T) {
+	t.Parallel()
 	for name, cases := range map[string][]scriptedCase{
 		"status": statusCases(), "informational": informationalCases(), "compressed": compressedCases(),
 	} {
@@ -337,14 +343,15 @@ func TestConformanceReference(t *testing.T) {
 // decompressing all of it: grpc-go reads at most the limit plus one byte
 // from the decompressor (decompress in rpc_util.go, io.LimitReader).
 func TestConformanceGzipBomb(t *testing.T) {
-	var buf bytes.Buffer
-	w, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	zeros := make([]byte, 1<<20)
-	for range 128 { // 128 MiB of zeros, about 128 KiB compressed
-		w.Write(zeros)
-	}
+	// 128 MiB of zeros, about 128 KiB compressed: 128 gzip members of
+	// 1 MiB each (RFC 1952 section 2.2; a reader reads them as one
+	// stream), compressed once, as compressing 128 MiB under -race takes
+	// seconds.
+	var member bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&member, gzip.BestCompression)
+	w.Write(make([]byte, 1<<20))
 	w.Close()
-	bomb := compressedBody(buf.Bytes())
+	bomb := compressedBody(bytes.Repeat(member.Bytes(), 128))
 	p := &h2peer{respond: func(s *h2stream) {
 		s.headers(false, ":status", "200", "content-type", "application/grpc", "grpc-encoding", "gzip")
 		for b := bomb; len(b) > 0; {
@@ -370,6 +377,7 @@ func TestConformanceGzipBomb(t *testing.T) {
 // gzip-compressed (the legacy grpc.RPCCompressor option compresses
 // whatever the client advertises).
 func TestConformanceGzipServer(t *testing.T) {
+	t.Parallel()
 	//lint:ignore SA1019 the one way to make grpc-go compress regardless of grpc-accept-encoding
 	_, target := startBackend(t, "tcp", nil, grpc.RPCCompressor(grpc.NewGZIPCompressor()))
 	c := newClient(t, target, Options{})
@@ -424,7 +432,9 @@ const deadlineSlack = 500 * time.Millisecond
 // or queued behind it (grpc-go: the caller waits on its context while
 // loopyWriter writes; it never writes itself).
 func TestConformanceDeadlineWhileWriting(t *testing.T) {
+	t.Parallel()
 	t.Run("the writer", func(t *testing.T) {
+		t.Parallel()
 		c := newClient(t, stuckPeer(t), Options{})
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
@@ -441,11 +451,12 @@ func TestConformanceDeadlineWhileWriting(t *testing.T) {
 		}
 	})
 	t.Run("behind the writer", func(t *testing.T) {
+		t.Parallel()
 		c := newClient(t, stuckPeer(t), Options{})
 		bigCtx, cancelBig := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancelBig()
 		big := invokeAsync(bigCtx, c, &Call{Method: "/t.S/Big", Request: make([]byte, 64<<20)})
-		time.Sleep(200 * time.Millisecond) // the big call is writing
+		await.Until(t, 5*time.Second, "the big call's stream, its DATA being written", func() bool { return openStreams(c) == 1 })
 		for _, n := range []int{10, 1 << 20} {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 			start := time.Now()
@@ -475,6 +486,7 @@ func TestConformanceDeadlineWhileWriting(t *testing.T) {
 // a little), and none that the backend answered after its deadline
 // succeeds.
 func TestConformanceNoSuccessAfterDeadline(t *testing.T) {
+	t.Parallel()
 	const late = 100 * time.Millisecond // a backend answer this late after the deadline cannot be a success
 	var lateIDs sync.Map                // call id -> how late the backend answered it
 	target, _ := serveScript(t, func(rc *rawConn) {
@@ -495,7 +507,8 @@ func TestConformanceNoSuccessAfterDeadline(t *testing.T) {
 			if !ok {
 				continue
 			}
-			time.Sleep(time.Duration(d.Length) * time.Second / (2 << 20)) // 2 MB/s
+			// The peer reads at 2 MB/s: a pace, with nothing to await.
+			time.Sleep(time.Duration(d.Length) * time.Second / (2 << 20))
 			body := append(open[d.StreamID], d.Data()...)
 			open[d.StreamID] = body
 			if !d.StreamEnded() {
@@ -589,6 +602,8 @@ func TestConformanceNoSuccessAfterDeadline(t *testing.T) {
 // loopyWriter takes a stream's data only when it writes, and
 // cleanupStreamHandler drops what is left).
 func TestConformanceCancelledDataNotWritten(t *testing.T) {
+	t.Parallel()
+	gate := newWriteGate()
 	aWaiting := make(chan struct{}) // call A has sent what its window of 100 allows
 	bGranted := make(chan struct{}) // call B may send 1 GiB; the peer has stopped reading
 	grantA := make(chan struct{})   // the peer is to grant A more window
@@ -627,6 +642,7 @@ func TestConformanceCancelledDataNotWritten(t *testing.T) {
 				}
 			}
 		}
+		gate.hold.Store(true) // the client's next write, B's DATA, blocks as on full socket buffers
 		rc.write(func(fr *http2.Framer) { fr.WriteWindowUpdate(3, 1<<30) })
 		close(bGranted)
 		select { // not reading: B's writes fill the socket buffers
@@ -661,7 +677,8 @@ func TestConformanceCancelledDataNotWritten(t *testing.T) {
 			}
 		}
 	})
-	c := newClient(t, target, Options{})
+	c := newClient(t, target, Options{Creds: gate})
+	t.Cleanup(gate.open) // before the client's Close, which waits for its writer
 	ctxA, cancelA := context.WithCancel(t.Context())
 	defer cancelA()
 	a := invokeAsync(ctxA, c, &Call{Method: "/t.S/A", Request: make([]byte, 1<<20)})
@@ -678,9 +695,17 @@ func TestConformanceCancelledDataNotWritten(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("call B sent no DATA")
 	}
-	time.Sleep(500 * time.Millisecond) // B's writes block
+	await.Receive(t, 5*time.Second, "the writer blocked writing B's DATA", gate.held)
 	close(grantA)
-	time.Sleep(300 * time.Millisecond) // A has more window, but nothing is written
+	await.Until(t, 5*time.Second, "call A's window to grow, the writer still blocked", func() bool {
+		c.mu.Lock()
+		cn := c.cur
+		c.mu.Unlock()
+		cn.mu.Lock()
+		defer cn.mu.Unlock()
+		a := cn.streams[1]
+		return a != nil && a.sendWin > 0
+	})
 	cancelA()
 	select {
 	case r := <-a:
@@ -688,6 +713,7 @@ func TestConformanceCancelledDataNotWritten(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("call A, cancelled, did not return")
 	}
+	gate.open()
 	close(resume)
 	select {
 	case r := <-reports:
@@ -706,6 +732,44 @@ func TestConformanceCancelledDataNotWritten(t *testing.T) {
 	<-b
 }
 
+// writeGate is plaintext credentials whose connection's writes can be
+// held: once hold is set, the next write blocks until open, as a write to
+// a backend that has stopped reading blocks once the socket buffers are
+// full, but at a moment the test knows (held is closed then).
+type writeGate struct {
+	credentials.TransportCredentials
+	hold     atomic.Bool
+	held     chan struct{}
+	released chan struct{}
+	once     sync.Once
+	heldOnce sync.Once
+}
+
+func newWriteGate() *writeGate {
+	return &writeGate{TransportCredentials: insecure.NewCredentials(), held: make(chan struct{}), released: make(chan struct{})}
+}
+
+func (g *writeGate) ClientHandshake(ctx context.Context, authority string, nc net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	nc, info, err := g.TransportCredentials.ClientHandshake(ctx, authority, nc)
+	return gatedConn{nc, g}, info, err
+}
+
+// open releases the held write, and lets every later one through.
+func (g *writeGate) open() { g.once.Do(func() { close(g.released) }) }
+
+type gatedConn struct {
+	net.Conn
+	g *writeGate
+}
+
+func (c gatedConn) Write(p []byte) (int, error) {
+	if c.g.hold.Load() {
+		c.g.heldOnce.Do(func() { close(c.g.held) })
+		<-c.g.released
+	}
+	return c.Conn.Write(p)
+}
+
 // TestConformanceControlFlood: a backend that sends PINGs and SETTINGS
 // without reading the client's replies cannot make the client queue
 // replies without bound: the client stops reading (grpc-go: the reader
@@ -715,6 +779,7 @@ func TestConformanceCancelledDataNotWritten(t *testing.T) {
 // sees it as its writes blocking, or failing, long before it has written
 // what the socket buffers could hold.
 func TestConformanceControlFlood(t *testing.T) {
+	t.Parallel()
 	const total = 80 << 20 // more than the socket buffers of both ends hold (tcp_rmem's maximum is 32 MiB here)
 	var chunk []byte
 	for i := range 1000 {
@@ -788,7 +853,9 @@ func goAwayPeer(t testing.TB) (string, *scriptPeer) {
 // connection backoff: 1 s, x1.6, jitter 0.2, at most 120 s; backoff.
 // DefaultConfig, addrConn.resetTransportAndUnlock).
 func TestConformanceGoAwayStorm(t *testing.T) {
+	t.Parallel()
 	t.Run("idle", func(t *testing.T) {
+		t.Parallel()
 		target, p := goAwayPeer(t)
 		c := newClient(t, target, Options{})
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
@@ -797,12 +864,10 @@ func TestConformanceGoAwayStorm(t *testing.T) {
 		if err == nil {
 			t.Fatal("the call succeeded")
 		}
-		time.Sleep(3 * time.Second)
-		if n := p.conns.Load(); n > 2 {
-			t.Errorf("%d connections, without calls after the first: want at most 2", n)
-		}
+		await.Holds(t, 3*time.Second, "at most 2 connections, without calls after the first", func() bool { return p.conns.Load() <= 2 })
 	})
 	t.Run("busy", func(t *testing.T) {
+		t.Parallel()
 		target, p := goAwayPeer(t)
 		c := newClient(t, target, Options{})
 		var calls int
@@ -829,6 +894,7 @@ func TestConformanceGoAwayStorm(t *testing.T) {
 // (bridge/interop TestNodeLimits): this holds the client to RFC 9113
 // section 8.1 instead.
 func TestConformanceEarlyResponse(t *testing.T) {
+	t.Parallel()
 	type report struct {
 		data int // bytes of the call's DATA
 		rst  bool
@@ -934,6 +1000,7 @@ func TestConformanceHeaderListTooLarge(t *testing.T) {
 // and fails with Internal "header list size to send violates the maximum
 // size (16384 bytes) set by server". The other calls go on.
 func TestConformancePeerMaxHeaderListSize(t *testing.T) {
+	t.Parallel()
 	var seen sync.Map // paths whose HEADERS the peer received
 	p := &h2peer{
 		settings:  []http2.Setting{{ID: http2.SettingMaxHeaderListSize, Val: 16384}},
@@ -963,10 +1030,10 @@ func TestConformancePeerMaxHeaderListSize(t *testing.T) {
 	err := c.Invoke(ctx, big)
 	wg.Wait()
 	wantStatus(t, err, codes.Internal, "header list size")
-	time.Sleep(100 * time.Millisecond)
-	if _, ok := seen.Load("/t.S/Big"); ok {
-		t.Error("the peer received the HEADERS of the call over its limit")
-	}
+	await.Holds(t, 100*time.Millisecond, "the peer not receiving the HEADERS of the call over its limit", func() bool {
+		_, ok := seen.Load("/t.S/Big")
+		return !ok
+	})
 }
 
 // authorityEcho answers with the :authority the server received.
@@ -979,6 +1046,7 @@ func authorityEcho(ctx context.Context, _ string, _ []byte, _ grpc.ServerStream)
 // server, :authority is that name, as grpc-go's (ClientConn.initAuthority:
 // creds.Info().ServerName before the target's endpoint).
 func TestConformanceAuthorityFromTLS(t *testing.T) {
+	t.Parallel()
 	pool, cert := certFor(t, "x.test")
 	_, target := startBackend(t, "tcp", authorityEcho, grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
 	creds := credentials.NewTLS(&tls.Config{ServerName: "x.test", RootCAs: pool})
@@ -1016,6 +1084,7 @@ func TestConformanceAuthorityFromTLS(t *testing.T) {
 // the RFC. Each call is waiting for window when its window overflows, and
 // must fail at once rather than at its deadline.
 func TestConformanceWindowOverflow(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		settings []http2.Setting
@@ -1048,6 +1117,7 @@ func TestConformanceWindowOverflow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			type report struct {
 				rst    http2.ErrCode
 				goAway http2.ErrCode
@@ -1086,6 +1156,9 @@ func TestConformanceWindowOverflow(t *testing.T) {
 					case *http2.RSTStreamFrame:
 						r.rst = f.ErrCode
 						r.seen += fmt.Sprintf("RST_STREAM(%d, %v) ", f.StreamID, f.ErrCode)
+						if tt.rst {
+							return // a stream error: the connection stays open, and nothing more is awaited
+						}
 					case *http2.GoAwayFrame:
 						r.goAway = f.ErrCode
 						r.seen += fmt.Sprintf("GOAWAY(%v) ", f.ErrCode)
@@ -1134,6 +1207,7 @@ func TestConformanceWindowOverflow(t *testing.T) {
 // handleGoAway fails only the streams above last_stream_id whatever the
 // code: this holds the client to the RFC.)
 func TestConformanceGoAwayWithError(t *testing.T) {
+	t.Parallel()
 	target, p := serveScript(t, func(rc *rawConn) {
 		if !rc.handshake() {
 			return
@@ -1170,6 +1244,7 @@ func TestConformanceGoAwayWithError(t *testing.T) {
 // Huffman-coded, as grpc-go's (x/net/http2/hpack's Encoder codes every
 // string whose Huffman form is shorter).
 func TestConformanceHuffman(t *testing.T) {
+	t.Parallel()
 	rnd := rand.New(rand.NewPCG(1, 2))
 	b := make([]byte, 4096)
 	for i := range b {
@@ -1216,6 +1291,7 @@ func TestConformanceHuffman(t *testing.T) {
 // Group: their retries go out together on the new connection, which sees
 // every one of them before it answers any.
 func TestConformanceGroupRetryTogether(t *testing.T) {
+	t.Parallel()
 	const n = 100
 	target, p := serveScript(t, func(rc *rawConn) {
 		if !rc.handshake() {
@@ -1302,6 +1378,7 @@ func TestConformanceGroupRetryTogether(t *testing.T) {
 // request at a negative offset: a panic in the connection's writer,
 // which took the bridge's process down.
 func TestConformanceTinyWindows(t *testing.T) {
+	t.Parallel()
 	for _, w := range []uint32{1, 2, 3, 4, 5, 6, 7} {
 		t.Run(fmt.Sprintf("window %d", w), func(t *testing.T) {
 			target, _ := serveScript(t, func(rc *rawConn) {

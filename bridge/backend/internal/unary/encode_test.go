@@ -6,6 +6,7 @@ import (
 )
 
 func TestEncodeTimeout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		d    time.Duration
 		want string
@@ -28,6 +29,7 @@ func TestEncodeTimeout(t *testing.T) {
 }
 
 func TestDecodeMessage(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"plain", "plain"},
 		{"100%25", "100%"},

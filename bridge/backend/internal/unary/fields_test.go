@@ -52,6 +52,7 @@ func fieldCases() []scriptedCase {
 // TestConformanceHeaderFields: see fieldCases; grpc-go's client gets the
 // same outcomes from the same peer.
 func TestConformanceHeaderFields(t *testing.T) {
+	t.Parallel()
 	cases := fieldCases()
 	target := serveCases(t, cases)
 	t.Run("direct", func(t *testing.T) {

@@ -16,6 +16,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // h2peer is a scripted HTTP/2 server for what grpc-go's never does
@@ -225,6 +227,7 @@ func isClosed(err error) bool {
 // TestH2Refused: a call the backend refuses (REFUSED_STREAM, or a stream
 // above a GOAWAY's last) is made again, once.
 func TestH2Refused(t *testing.T) {
+	t.Parallel()
 	var attempts sync.Map // path -> *atomic.Int32
 	p := &h2peer{respond: func(s *h2stream) {
 		v, _ := attempts.LoadOrStore(s.path+string(s.body), new(atomic.Int32))
@@ -297,6 +300,7 @@ func TestH2Refused(t *testing.T) {
 // TestH2Framing answers with padding, priorities, CONTINUATIONs, PINGs
 // and frames of unknown types between the response's frames.
 func TestH2Framing(t *testing.T) {
+	t.Parallel()
 	p := &h2peer{settings: []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 100}}}
 	p.respond = func(s *h2stream) {
 		fr := s.fr
@@ -335,7 +339,7 @@ func TestH2Framing(t *testing.T) {
 			t.Fatalf("call %d: header %d, trailer %d", i, len(call.Header), len(call.Trailer))
 		}
 	}
-	eventually(t, 2*time.Second, func() error {
+	await.NoError(t, 2*time.Second, "5 PING acks", func() error {
 		if n := p.pings.Load(); n != 5 {
 			return fmt.Errorf("%d PING acks, want 5", n)
 		}
@@ -346,6 +350,7 @@ func TestH2Framing(t *testing.T) {
 // TestH2FlowControl sends large requests through a small and changing
 // stream window, and checks the client never overruns it.
 func TestH2FlowControl(t *testing.T) {
+	t.Parallel()
 	p := &h2peer{settings: []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 1000}}}
 	var n atomic.Int32
 	p.respond = func(s *h2stream) {
@@ -380,6 +385,7 @@ func TestH2FlowControl(t *testing.T) {
 // TestH2ProtocolErrors: a backend that breaks HTTP/2 fails the calls on
 // the connection with Unavailable, and the next call gets a new one.
 func TestH2ProtocolErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		write func(s *h2stream)
@@ -426,6 +432,7 @@ func TestH2ProtocolErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			p := &h2peer{respond: func(s *h2stream) {
 				if s.path == "/t.S/Bad" {
 					tt.write(s)
@@ -439,7 +446,7 @@ func TestH2ProtocolErrors(t *testing.T) {
 			wantCode(t, err, tt.code)
 			// A connection that failed before answering anything is a
 			// failure to connect: the next dial waits for the backoff.
-			eventually(t, 3*time.Second, func() error {
+			await.NoError(t, 3*time.Second, "the next call, once the backoff has passed", func() error {
 				call, err := invoke(t.Context(), c, "/t.S/Good", []byte("good"))
 				if err != nil || string(call.Response) != "good" {
 					return fmt.Errorf("the next call: %q, %v", call.Response, err)
@@ -454,6 +461,7 @@ func TestH2ProtocolErrors(t *testing.T) {
 // arrive before the client has written anything: the client's preface
 // must still be the first thing it writes.
 func TestH2PrefaceFirst(t *testing.T) {
+	t.Parallel()
 	p := &h2peer{respond: func(s *h2stream) { s.ok(s.body) }}
 	target := serveH2(t, p)
 	for range 100 {
@@ -472,6 +480,7 @@ func TestH2PrefaceFirst(t *testing.T) {
 // not yet written, and one that was written: only the unsent ones are
 // made again, on a new connection.
 func TestH2UnsentRetried(t *testing.T) {
+	t.Parallel()
 	var attempts sync.Map // request -> *atomic.Int32
 	p := &h2peer{closeFirst: 200 * time.Millisecond, respond: func(s *h2stream) {
 		v, _ := attempts.LoadOrStore(string(s.body), new(atomic.Int32))
@@ -493,7 +502,9 @@ func TestH2UnsentRetried(t *testing.T) {
 		calls[i] = &Call{Method: "/t.S/M", Request: []byte(strconv.Itoa(i))}
 		g.Start(t.Context(), c, calls[i]) // queued: Wait writes them
 	}
-	time.Sleep(400 * time.Millisecond) // the connection is lost meanwhile
+	// The connection is lost meanwhile (closeFirst), and the calls
+	// queued on it end: the one pending count left is Wait's.
+	await.Until(t, 5*time.Second, "the queued calls to end with the first connection", func() bool { return g.pending.Load() == 1 })
 	g.Wait(t.Context())
 	for i, call := range calls {
 		if call.Err != nil || string(call.Response) != strconv.Itoa(i) {

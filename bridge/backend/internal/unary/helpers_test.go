@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
@@ -168,17 +169,12 @@ func startBackend(t testing.TB, network string, h handlerFunc, opts ...grpc.Serv
 // is still being released.
 func relisten(t testing.TB, addr string) net.Listener {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		lis, err := net.Listen("tcp", addr)
-		if err == nil {
-			return lis
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var lis net.Listener
+	await.NoError(t, 5*time.Second, "listening on "+addr+" again", func() (err error) {
+		lis, err = net.Listen("tcp", addr)
+		return err
+	})
+	return lis
 }
 
 // freeAddr is a loopback address nothing listens on.
@@ -240,22 +236,6 @@ func wantCode(t testing.TB, err error, code codes.Code) {
 	}
 }
 
-// eventually retries f until it returns nil or d passes.
-func eventually(t testing.TB, d time.Duration, f func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		err := f()
-		if err == nil {
-			return time.Since(start)
-		}
-		if time.Since(start) > d {
-			t.Fatalf("still failing after %v: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // within runs f and fails the test if it takes longer than d: a hang is
 // reported rather than waited out.
 func within(t testing.TB, d time.Duration, what string, f func()) {
@@ -277,6 +257,20 @@ func connCount(c *Client) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.conns)
+}
+
+// openStreams is the number of streams open on the client's current
+// connection.
+func openStreams(c *Client) int {
+	c.mu.Lock()
+	cn := c.cur
+	c.mu.Unlock()
+	if cn == nil {
+		return 0
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return len(cn.streams)
 }
 
 var errMismatch = errors.New("response does not match")

@@ -12,6 +12,7 @@ import (
 // HPACK decoder, around the lengths where the value's length takes a
 // second byte.
 func TestAppendNeverIndexed(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 126, 127, 128, 254, 255, 16383, 16384, 70000} {
 		value := strings.Repeat("v", n)
 		var b []byte

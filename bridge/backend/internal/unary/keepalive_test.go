@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // TestKeepaliveBlackHole: a backend that stops answering anything, PINGs
@@ -25,6 +27,7 @@ import (
 // (grpc-go: http2Client.keepalive closes the transport, "keepalive ping
 // failed to receive ACK within timeout", and its streams end Unavailable).
 func TestKeepaliveBlackHole(t *testing.T) {
+	t.Parallel()
 	target, p := serveScript(t, func(rc *rawConn) {
 		if !rc.handshake() {
 			return
@@ -58,6 +61,7 @@ func TestKeepaliveBlackHole(t *testing.T) {
 // TestKeepaliveHealthy: while a call waits for a slow backend that answers
 // PINGs, the client pings it and the call succeeds.
 func TestKeepaliveHealthy(t *testing.T) {
+	t.Parallel()
 	target, p := serveScript(t, func(rc *rawConn) {
 		if !rc.handshake() {
 			return
@@ -84,8 +88,10 @@ func TestKeepaliveHealthy(t *testing.T) {
 // with KeepalivePermitWithoutStream (grpc-go: keepalive.ClientParameters.
 // PermitWithoutStream; http2Client.keepalive goes dormant otherwise).
 func TestKeepaliveWithoutStream(t *testing.T) {
+	t.Parallel()
 	for _, permit := range []bool{false, true} {
 		t.Run(map[bool]string{false: "not permitted", true: "permitted"}[permit], func(t *testing.T) {
+			t.Parallel()
 			target, p := serveScript(t, func(rc *rawConn) {
 				if rc.handshake() {
 					rc.echo()
@@ -97,13 +103,14 @@ func TestKeepaliveWithoutStream(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := p.pings.Load()
-			time.Sleep(1500 * time.Millisecond)
-			n := p.pings.Load() - before
-			switch {
-			case !permit && n != 0:
-				t.Errorf("%d PINGs in 1.5s without calls, without PermitWithoutStream", n)
-			case permit && n < 2:
-				t.Errorf("%d PINGs in 1.5s without calls, with PermitWithoutStream and KeepaliveTime 200ms; want 2 or more", n)
+			if permit {
+				await.Until(t, 1500*time.Millisecond, "2 PINGs or more without calls, with PermitWithoutStream and KeepaliveTime 200ms", func() bool {
+					return p.pings.Load()-before >= 2
+				})
+			} else {
+				await.Holds(t, 1500*time.Millisecond, "no PING without calls, without PermitWithoutStream", func() bool {
+					return p.pings.Load() == before
+				})
 			}
 			if _, err := invoke(t.Context(), c, "/t.S/M", nil); err != nil {
 				t.Fatalf("a call after: %v", err)
@@ -117,6 +124,7 @@ func TestKeepaliveWithoutStream(t *testing.T) {
 // also the name the backend's certificate must have (ClientConn.
 // getServerName: dopts.authority first).
 func TestAuthorityOption(t *testing.T) {
+	t.Parallel()
 	authorities := make(chan string, 10)
 	target, _ := serveScript(t, func(rc *rawConn) {
 		if !rc.handshake() {

@@ -28,6 +28,7 @@ func midStreamCases() []scriptedCase {
 // TestConformanceMidStreamHeaders: see midStreamCases; grpc-go's client
 // gets the same outcomes from the same peer.
 func TestConformanceMidStreamHeaders(t *testing.T) {
+	t.Parallel()
 	cases := midStreamCases()
 	target := serveCases(t, cases)
 	t.Run("direct", func(t *testing.T) {

@@ -36,6 +36,7 @@ func grpcBody(msg string) []byte {
 // TestNonGRPCServer calls an HTTP/2 server that is not (quite) gRPC's:
 // its HTTP statuses map to codes as grpc-go maps them, and nothing hangs.
 func TestNonGRPCServer(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	for path, code := range map[string]int{
 		"/test.Svc/BadRequest": http.StatusBadRequest, "/test.Svc/Unauthorized": http.StatusUnauthorized,
@@ -141,6 +142,7 @@ func TestNonGRPCServer(t *testing.T) {
 // TestNotHTTP2 dials backends that do not speak HTTP/2: the calls fail
 // with Unavailable, at once or by the dial timeout, never hanging.
 func TestNotHTTP2(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		serve func(t *testing.T, lis net.Listener)
@@ -173,6 +175,7 @@ func TestNotHTTP2(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			lis, target := listen(t, "tcp")
 			t.Cleanup(func() { lis.Close() })
 			tt.serve(t, lis)

@@ -63,9 +63,13 @@ func quotaPeer(t *testing.T, quota int) (string, *h2peer, *sync.Map) {
 // connection whose GOAWAY came before it answered, covering calls it
 // took, is no failure to connect (no backoff).
 func TestProxyConnectionQuota(t *testing.T) {
+	t.Parallel()
 	// 2: below the stream limit, nginx's GOAWAY comes before any answer.
 	for _, quota := range []int{10, 2} {
-		t.Run("quota "+strconv.Itoa(quota), func(t *testing.T) { testConnectionQuota(t, quota) })
+		t.Run("quota "+strconv.Itoa(quota), func(t *testing.T) {
+			t.Parallel()
+			testConnectionQuota(t, quota)
+		})
 	}
 }
 

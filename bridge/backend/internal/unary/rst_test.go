@@ -40,6 +40,7 @@ func rstCases() []scriptedCase {
 // TestConformanceRSTStream: see rstCases; a REFUSED_STREAM is retried
 // once by both clients (transparently), and fails when refused again.
 func TestConformanceRSTStream(t *testing.T) {
+	t.Parallel()
 	cases := rstCases()
 	target := serveCases(t, cases)
 	t.Run("direct", func(t *testing.T) {

@@ -2,6 +2,7 @@ package unary
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,12 +14,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // selfSigned makes a certificate for localhost and 127.0.0.1, and a pool
@@ -73,6 +77,7 @@ func tlsCreds(pool *x509.CertPool) credentials.TransportCredentials {
 // TestTLS calls a backend over TLS, by IP address and by name, and fails
 // to when the backend's certificate is not trusted.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	pool, cert := selfSigned(t)
 	otherPool, _ := selfSigned(t)
 	lis, addr := listen(t, "tcp")
@@ -92,6 +97,7 @@ func TestTLS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			c := newClient(t, tt.target, Options{Creds: tlsCreds(tt.pool), DialTimeout: 5 * time.Second})
 			start := time.Now()
 			call, err := invoke(t.Context(), c, mEcho, []byte("secret"))
@@ -131,9 +137,17 @@ func TestTLS(t *testing.T) {
 // TestTLSGracefulStop drains a TLS backend: the client closes the
 // connection once idle, which writes a close_notify.
 func TestTLSGracefulStop(t *testing.T) {
+	t.Parallel()
 	pool, cert := selfSigned(t)
 	lis, addr := listen(t, "tcp")
-	srv := serve(t, lis, nil, grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
+	var started atomic.Int32 // calls of mSleep the backend has begun
+	h := func(ctx context.Context, method string, req []byte, ss grpc.ServerStream) ([]byte, error) {
+		if method == mSleep {
+			started.Add(1)
+		}
+		return router(ctx, method, req, ss)
+	}
+	srv := serve(t, lis, h, grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
 	c := newClient(t, addr, Options{Creds: tlsCreds(pool)})
 	var wg sync.WaitGroup
 	for range 5 {
@@ -144,11 +158,11 @@ func TestTLSGracefulStop(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	await.Until(t, 5*time.Second, "the 5 calls to reach the backend", func() bool { return started.Load() == 5 })
 	within(t, 5*time.Second, "GracefulStop", srv.GracefulStop)
 	wg.Wait()
 	serve(t, relisten(t, addr), nil, grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
-	eventually(t, 5*time.Second, func() error {
+	await.NoError(t, 5*time.Second, "a call to the new backend", func() error {
 		_, err := invoke(t.Context(), c, mEcho, nil)
 		return err
 	})

@@ -21,6 +21,7 @@ import (
 // again, its calls in flight failing with it. Any other debug data leaves
 // the interval as it was.
 func TestKeepaliveTooManyPings(t *testing.T) {
+	t.Parallel()
 	const ka = 200 * time.Millisecond // a ping every 2*ka while a call waits: one to find silence, one to ping
 	const hold = 3200 * time.Millisecond
 	for _, tt := range []struct {
@@ -31,6 +32,7 @@ func TestKeepaliveTooManyPings(t *testing.T) {
 		{"calm down", false},
 	} {
 		t.Run(tt.debug, func(t *testing.T) {
+			t.Parallel()
 			counts := make(chan int32, 1)
 			target, p := serveScript(t, func(rc *rawConn) {
 				if !rc.handshake() {
@@ -103,6 +105,7 @@ func (l *countingListener) Accept() (net.Conn, error) {
 // them) and the call fails; the next connection pings every 800ms, 2
 // strikes a call, and its calls succeed.
 func TestKeepaliveTooManyPingsGRPCServer(t *testing.T) {
+	t.Parallel()
 	lis, target := listen(t, "tcp")
 	cl := &countingListener{Listener: lis}
 	serve(t, cl, nil, grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second}))

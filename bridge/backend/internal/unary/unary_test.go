@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
@@ -35,6 +36,7 @@ var networks = []string{"tcp", "unix", "unix-abstract"}
 // sockets: empty ones, frame-sized ones, and ones many times the windows
 // of both sides, so that WINDOW_UPDATEs are needed both ways.
 func TestEcho(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		method string
@@ -54,6 +56,7 @@ func TestEcho(t *testing.T) {
 	}
 	for _, network := range networks {
 		t.Run(network, func(t *testing.T) {
+			t.Parallel()
 			_, target := startBackend(t, network, nil)
 			c := newClient(t, target, Options{})
 			for _, tt := range tests {
@@ -81,6 +84,7 @@ func TestEcho(t *testing.T) {
 // TestLargeConcurrent makes large calls at once, which share the
 // connection's send and receive windows.
 func TestLargeConcurrent(t *testing.T) {
+	t.Parallel()
 	_, target := startBackend(t, "tcp", nil)
 	c := newClient(t, target, Options{})
 	var wg sync.WaitGroup
@@ -101,6 +105,7 @@ func TestLargeConcurrent(t *testing.T) {
 // TestMaxRecvMsgSize fails a response larger than MaxRecvMsgSize without
 // harm to the connection.
 func TestMaxRecvMsgSize(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		max  int // Options.MaxRecvMsgSize
@@ -138,6 +143,7 @@ func TestMaxRecvMsgSize(t *testing.T) {
 // TestStatusErrors has the backend fail calls in many ways, before and
 // after its response headers.
 func TestStatusErrors(t *testing.T) {
+	t.Parallel()
 	withDetails, err := status.New(codes.InvalidArgument, "bad field ✗ 50%").WithDetails(
 		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
 			{Field: "name", Description: "must not be empty"},
@@ -228,6 +234,7 @@ func TestStatusErrors(t *testing.T) {
 
 // TestCardinality has the backend answer with no message or two.
 func TestCardinality(t *testing.T) {
+	t.Parallel()
 	handler := grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
 		method, _ := grpc.MethodFromServerStream(ss)
 		if method == "/test.Svc/FailEarly" { // before reading the request
@@ -280,6 +287,7 @@ func TestCardinality(t *testing.T) {
 // TestMetadata checks request metadata as the backend sees it and the
 // response headers and trailers a call captures.
 func TestMetadata(t *testing.T) {
+	t.Parallel()
 	binary := string([]byte{0, 1, 2, 0xff, 0xfe, '\n', '=', 0x80})
 	big := strings.Repeat("0123456789", 4000) // a header block in CONTINUATIONs
 	type seen struct {
@@ -399,6 +407,7 @@ func equalMD(a, b metadata.MD) bool {
 // TestDeadlines checks deadlines and cancellation: the call ends on time,
 // the backend learns of it, and the client goes on working.
 func TestDeadlines(t *testing.T) {
+	t.Parallel()
 	type event struct {
 		deadline time.Duration // until the server-side deadline, at the start
 		hasDL    bool
@@ -518,6 +527,7 @@ func TestDeadlines(t *testing.T) {
 // TestConcurrentCalls makes many calls at once on one connection; every
 // response must be its own request's.
 func TestConcurrentCalls(t *testing.T) {
+	t.Parallel()
 	_, target := startBackend(t, "tcp", nil)
 	c := newClient(t, target, Options{})
 	const goroutines, calls = 200, 50
@@ -549,6 +559,7 @@ func TestConcurrentCalls(t *testing.T) {
 // TestMaxConcurrentStreams has more calls than the backend takes at once:
 // they wait for stream slots instead of failing.
 func TestMaxConcurrentStreams(t *testing.T) {
+	t.Parallel()
 	var active, peak atomic.Int32
 	_, target := startBackend(t, "tcp", func(ctx context.Context, method string, req []byte, ss grpc.ServerStream) ([]byte, error) {
 		n := active.Add(1)
@@ -559,7 +570,7 @@ func TestMaxConcurrentStreams(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the call's work, holding its stream: nothing to await
 		return req, nil
 	}, grpc.MaxConcurrentStreams(4))
 	c := newClient(t, target, Options{})
@@ -624,6 +635,7 @@ func TestMaxConcurrentStreams(t *testing.T) {
 
 // TestGroup makes batches of calls, some failing, and reuses the Group.
 func TestGroup(t *testing.T) {
+	t.Parallel()
 	_, target := startBackend(t, "tcp", nil)
 	c := newClient(t, target, Options{})
 	var g Group
@@ -670,6 +682,7 @@ func TestGroup(t *testing.T) {
 // TestGroupDeadline ends a batch with its context: the calls still
 // running get its status, the others their own results.
 func TestGroupDeadline(t *testing.T) {
+	t.Parallel()
 	_, target := startBackend(t, "tcp", nil)
 	c := newClient(t, target, Options{})
 	var g Group
@@ -750,6 +763,7 @@ func TestGroupDeadline(t *testing.T) {
 // TestNotListening fails calls to an address nobody listens on at once,
 // and keeps failing them during the backoff without dialing each time.
 func TestNotListening(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, freeAddr(t), Options{DialTimeout: 10 * time.Second})
 	for i := range 5 {
 		start := time.Now()
@@ -764,15 +778,16 @@ func TestNotListening(t *testing.T) {
 // TestBackendStartsLater reaches a backend that comes up after the first
 // calls failed, once the backoff has passed.
 func TestBackendStartsLater(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	c := newClient(t, addr, Options{})
 	for range 3 {
 		_, err := invoke(t.Context(), c, mEcho, nil)
 		wantCode(t, err, codes.Unavailable)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // calls spread over the backoff: a pace, nothing to await
 	}
 	serve(t, relisten(t, addr), nil)
-	d := eventually(t, 5*time.Second, func() error {
+	d := await.NoError(t, 5*time.Second, "a call to the backend, once it listens", func() error {
 		_, err := invoke(t.Context(), c, mEcho, nil)
 		return err
 	})
@@ -784,6 +799,7 @@ func TestBackendStartsLater(t *testing.T) {
 // TestServerStop loses the connection mid-call; a new backend on the same
 // address is called next.
 func TestServerStop(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{}, 10)
 	h := func(ctx context.Context, method string, req []byte, ss grpc.ServerStream) ([]byte, error) {
 		if method == mSleep {
@@ -814,7 +830,7 @@ func TestServerStop(t *testing.T) {
 			t.Errorf("the calls ended %v after Stop", d)
 		}
 		srv = serve(t, relisten(t, addr), h)
-		eventually(t, 5*time.Second, func() error {
+		await.NoError(t, 5*time.Second, "a call to the new backend", func() error {
 			_, err := invoke(t.Context(), c, mEcho, nil)
 			return err
 		})
@@ -824,6 +840,7 @@ func TestServerStop(t *testing.T) {
 // TestGracefulStop drains the backend while calls are running: they end
 // well, and a new backend is called next.
 func TestGracefulStop(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{}, 20)
 	h := func(ctx context.Context, method string, req []byte, ss grpc.ServerStream) ([]byte, error) {
 		if method == mSleep {
@@ -859,12 +876,12 @@ func TestGracefulStop(t *testing.T) {
 			if code := status.Code(err); code != codes.OK && code != codes.Unavailable {
 				t.Errorf("round %d: a call while draining: %v", round, err)
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // calls spread over the drain: a pace, nothing to await
 		}
 		wg.Wait()
 		within(t, 5*time.Second, "GracefulStop", func() { <-stopped })
 		srv = serve(t, relisten(t, addr), h)
-		eventually(t, 5*time.Second, func() error {
+		await.NoError(t, 5*time.Second, "a call to the new backend", func() error {
 			_, err := invoke(t.Context(), c, mEcho, nil)
 			return err
 		})
@@ -874,6 +891,7 @@ func TestGracefulStop(t *testing.T) {
 // TestMaxConnectionAge has the backend send GOAWAY every little while
 // under load: no call may fail.
 func TestMaxConnectionAge(t *testing.T) {
+	t.Parallel()
 	_, target := startBackend(t, "tcp", nil, grpc.KeepaliveParams(keepalive.ServerParameters{
 		MaxConnectionAge:      100 * time.Millisecond,
 		MaxConnectionAgeGrace: 5 * time.Second,
@@ -906,7 +924,13 @@ func TestMaxConnectionAge(t *testing.T) {
 // goroutine behind.
 func TestClose(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
-	srv, target := startBackend(t, "tcp", nil)
+	var started atomic.Int32 // calls of mSleep the backend has begun
+	srv, target := startBackend(t, "tcp", func(ctx context.Context, method string, req []byte, ss grpc.ServerStream) ([]byte, error) {
+		if method == mSleep {
+			started.Add(1)
+		}
+		return router(ctx, method, req, ss)
+	})
 	c, err := newAt(target, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -929,7 +953,11 @@ func TestClose(t *testing.T) {
 		calls[i] = &Call{Method: mSleep, Request: []byte("5s")}
 		g.Start(t.Context(), c, calls[i])
 	}
-	time.Sleep(100 * time.Millisecond)
+	// The writer, woken by each of the 10 callers, may write the group's
+	// calls with theirs: at least 10 reach the backend.
+	await.Until(t, 5*time.Second, "the 20 calls queued, 10 at least in progress at the backend", func() bool {
+		return c.InFlight() == 20 && started.Load() >= 10
+	})
 	within(t, 2*time.Second, "Close", func() { c.Close() })
 	wg.Wait()
 	within(t, 2*time.Second, "Wait", func() { g.Wait(t.Context()) })
@@ -955,22 +983,31 @@ func TestClose(t *testing.T) {
 func checkClientGoroutines(t *testing.T) {
 	t.Helper()
 	var buf []byte
-	for range 100 {
+	gone := false
+	defer func() {
+		if !gone {
+			t.Logf("goroutines of the package remain:\n%s", buf)
+		}
+	}()
+	await.Until(t, 2*time.Second, "the package's goroutines to end", func() bool {
 		buf = make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		if !bytes.Contains(buf, []byte("internal/unary.(*")) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("goroutines of the package remain:\n%s", buf)
+		return !bytes.Contains(buf, []byte("internal/unary.(*"))
+	})
+	gone = true
 }
 
 // TestCloseWhileDialing closes a client whose dial hangs in a TLS
 // handshake with a backend that never answers.
 func TestCloseWhileDialing(t *testing.T) {
 	lis, target := listen(t, "tcp")
-	acceptLoop(t, lis, func(net.Conn) {})
+	accepted := make(chan struct{}, 1)
+	acceptLoop(t, lis, func(net.Conn) {
+		select {
+		case accepted <- struct{}{}:
+		default:
+		}
+	})
 	pool, _ := selfSigned(t)
 	c, err := newAt(target, Options{Creds: tlsCreds(pool), DialTimeout: 30 * time.Second})
 	if err != nil {
@@ -981,7 +1018,7 @@ func TestCloseWhileDialing(t *testing.T) {
 		_, err := invoke(context.Background(), c, mEcho, nil)
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	await.Receive(t, 5*time.Second, "the dial to reach the backend", accepted)
 	within(t, 2*time.Second, "Close", func() { c.Close() })
 	select {
 	case err := <-errc:

@@ -14,6 +14,7 @@ import (
 // TestWriteTimeout: a backend that grants large windows and then stops
 // reading must not hold a call (nor the connection) past WriteTimeout.
 func TestWriteTimeout(t *testing.T) {
+	t.Parallel()
 	lis, target := listen(t, "tcp")
 	stuck := make(chan net.Conn, 1)
 	go func() {
