@@ -8,11 +8,12 @@ import (
 	"strings"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/defaults"
 )
 
 // DefaultIdentityMetadataKey is the gRPC metadata key under which the
 // caller's identity reaches the backend.
-const DefaultIdentityMetadataKey = "x-bridge-identity"
+const DefaultIdentityMetadataKey = defaults.IdentityMetadataKey
 
 // The authentication types of Options.Auth (package auth).
 type (

@@ -8,39 +8,41 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/defaults"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
-// Defaults for the zero values of Options.
+// Defaults for the zero values of Options (package defaults spells them,
+// for config too).
 const (
-	DefaultMaxBodyBytes     = 4 << 20
-	DefaultMaxMetadataBytes = 16 << 10
-	DefaultMaxBatchSize     = 100
-	DefaultBatchParallelism = 100
-	DefaultCallTimeout      = 30 * time.Second
+	DefaultMaxBodyBytes     = defaults.MaxBodyBytes
+	DefaultMaxMetadataBytes = defaults.MaxMetadataBytes
+	DefaultMaxBatchSize     = defaults.MaxBatchSize
+	DefaultBatchParallelism = defaults.BatchParallelism
+	DefaultCallTimeout      = defaults.CallTimeout
 
-	DefaultMaxStreamMessages       = 10000
-	DefaultMaxStreamBytes          = 16 << 20
-	DefaultStreamBuffer            = 64
-	DefaultStreamBufferBytes       = 1 << 20
-	DefaultWSBufferBytes           = 4 << 20
-	DefaultSlowClientTimeout       = 10 * time.Second
-	DefaultMaxStreamsPerConnection = 100
-	DefaultMaxCallsPerConnection   = 256
-	DefaultWSPingInterval          = 30 * time.Second
-	DefaultStreamKeepalive         = 15 * time.Second
+	DefaultMaxStreamMessages       = defaults.MaxStreamMessages
+	DefaultMaxStreamBytes          = defaults.MaxStreamBytes
+	DefaultStreamBuffer            = defaults.StreamBuffer
+	DefaultStreamBufferBytes       = defaults.StreamBufferBytes
+	DefaultWSBufferBytes           = defaults.WSBufferBytes
+	DefaultSlowClientTimeout       = defaults.SlowClientTimeout
+	DefaultMaxStreamsPerConnection = defaults.MaxStreamsPerConnection
+	DefaultMaxCallsPerConnection   = defaults.MaxCallsPerConnection
+	DefaultWSPingInterval          = defaults.WSPingInterval
+	DefaultStreamKeepalive         = defaults.StreamKeepalive
 )
 
 // Defaults of the front door's bounds (see docs/security.md).
 const (
-	DefaultMaxInFlight               = 1024
-	DefaultMaxResponseBytes          = 8 << 20
-	DefaultBodyTimeout               = 10 * time.Second
-	DefaultReplyTimeout              = 30 * time.Second
-	DefaultMaxBodyReadsPerClient     = 64
-	DefaultMaxBodyReadsPerConnection = 16
-	DefaultMaxWSConnections          = 1024
-	DefaultMaxWSConnectionsPerClient = 128
+	DefaultMaxInFlight               = defaults.MaxInFlight
+	DefaultMaxResponseBytes          = defaults.MaxResponseBytes
+	DefaultBodyTimeout               = defaults.BodyTimeout
+	DefaultReplyTimeout              = defaults.ReplyTimeout
+	DefaultMaxBodyReadsPerClient     = defaults.MaxBodyReadsPerClient
+	DefaultMaxBodyReadsPerConnection = defaults.MaxBodyReadsPerConnection
+	DefaultMaxWSConnections          = defaults.MaxWSConnections
+	DefaultMaxWSConnectionsPerClient = defaults.MaxWSConnectionsPerClient
 )
 
 // Options are the limits and behaviour of a Server, fixed at construction.

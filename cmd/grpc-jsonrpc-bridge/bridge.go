@@ -159,7 +159,7 @@ func backendConn(b config.Backend, lb config.LB, direct bool, ka config.Keepaliv
 		ResolveInterval: lb.ResolveInterval,
 		HealthCheck:     lb.HealthCheck,
 		HealthService:   lb.HealthService,
-		Outlier:         lb.Outlier.Backend(),
+		Outlier:         outlier(lb.Outlier),
 		Direct:          direct,
 		DialOptions:     opts,
 		DirectOptions: backend.DirectOptions{Creds: creds, Logger: log,
