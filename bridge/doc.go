@@ -28,10 +28,10 @@
 //
 // The files of this package, each with one job: options.go (Options and
 // their one defaults pass, the values from package defaults), server.go
-// (New, Update, Handle), http.go (routes, POST /, GET /openrpc.json),
+// (New, Update, Handle), http.go (routes, probes, GET /openrpc.json),
 // front.go (the front door: its admission steps in order, each with its
-// refusal and count, and answer, the part of POST / after the body that
-// MCP shares), lifecycle.go (Drain, then Shutdown: drain, the front
+// refusal and count; POST / through them, serveRPC; and answer, the part
+// of it after the body that MCP shares), lifecycle.go (Drain, then Shutdown: drain, the front
 // servers, the WebSockets), live.go (server and bidi streams of POST /
 // answered live: Accept, the writer and its bounds), origin.go (the Host,
 // Origin and CORS rules), challenge.go (the auth types, the Bearer
@@ -48,19 +48,20 @@
 //
 // # One unary call over POST /
 //
-//	http.go      ServeHTTP → origin.go checkOrigin (403) → serveRPC
-//	front.go     front (request id; authenticate: 401) → readBody
-//	             (startReading: 429; 413, 408) → answer: wire.Parse, the
-//	             body's one look (-32700, -32600) → exchangeOf (exchange.go
-//	             fill: metadata, timeout, capture; 400, 431) → enter (429)
-//	             → admit (rate limit: 429) → run
+//	http.go      ServeHTTP → origin.go checkOrigin (rules; front.go
+//	             refuseOrigin: 403)
+//	front.go     front (request id; authenticate: 401) → serveRPC →
+//	             readBody (startReading: 429; 413, 408) → answer:
+//	             wire.Parse, the body's one look (-32700, -32600) →
+//	             exchangeOf (exchange.go fill: metadata, timeout, capture;
+//	             400, 431) → enter (429) → admit (rate limit: 429) → run
 //	dispatch     Run → single: prepare (resolve; Guard.Allow: auth;
 //	             params → backend.Call) → execute (deadline; Invoker.Invoke)
 //	backend      direct: internal/unary writes the frames and reads the reply;
 //	             grpc-go: rawCodec passes the wire bytes; Status for failures
 //	dispatch     finish (result or error) → settle (MaxResponseBytes;
 //	             Guard.Done: observe, metrics and the log line)
-//	http.go      writeCapture (response headers) → 200 or 204
+//	front.go     writeReply: writeCapture (response headers) → 200 or 204
 //
 // # One batch
 //

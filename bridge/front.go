@@ -3,10 +3,12 @@ package bridge
 // This file is the front door: the admission steps a JSON-RPC request
 // passes, in order, each with its refusal and the count it is logged and
 // counted under (refused) beside it. ServeHTTP runs the first two for
-// every route, the route the others:
+// every route, the route the others; serveRPC, below, is POST /'s walk
+// through them:
 //
-//	 1. Host, Origin   checkOrigin (origin.go's rules): 403 host_not_allowed,
-//	                   origin_not_allowed; a listed origin's preflight, 204
+//	 1. Host, Origin   checkOrigin (origin.go's rules), refuseOrigin: 403
+//	                   host_not_allowed, origin_not_allowed; a listed
+//	                   origin's preflight, 204
 //	 2. identity       authenticate: 401 unauthenticated (400 for a
 //	                   malformed request), 503 keys_not_loaded
 //	 3. body-read slot startReading: 429 body_reads        (POST /, POST /mcp)
@@ -120,6 +122,84 @@ func tooMany(reason, message string, retryAfter time.Duration) *refusal {
 func methodNotAllowed(r *http.Request, allow string, body []byte) *refusal {
 	return &refusal{status: http.StatusMethodNotAllowed, reason: "method_not_allowed", detail: r.Method,
 		header: [2]string{"Allow", allow}, body: body}
+}
+
+// serveRPC answers POST /: the front door's steps 3 and 4 (front.go) read
+// the body, answer runs the rest and the engine, and the reply is written
+// within ReplyTimeout, refusals after the body too.
+func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
+	if r.Method != http.MethodPost {
+		s.refuse(w, r, x, methodNotAllowed(r, http.MethodPost, wire.AppendError(nil, wire.NullID,
+			wire.InvalidRequest("JSON-RPC calls are sent with HTTP POST"))))
+		return
+	}
+	in := bufPool.Get().(*bytes.Buffer)
+	defer putBuf(in)
+	in.Reset()
+	rc := http.NewResponseController(w) // the request's read and write deadlines
+	if ref := s.readBody(w, r, x, rc, in); ref != nil {
+		s.refuse(w, r, x, ref)
+		return
+	}
+	out := bufPool.Get().(*bytes.Buffer)
+	defer putBuf(out)
+	out.Reset()
+	var msg wire.Message
+	reply, live, ref := s.answer(r.Context(), x, r.Header, r.RemoteAddr, in.Bytes(), r, &msg, out)
+	if ref != nil {
+		s.startReply(rc)
+		defer s.endReply(rc, r)
+		s.refuse(w, r, x, ref)
+		return
+	}
+	defer s.leave()
+	if live != notLive {
+		s.serveLive(w, r, x, &msg, live, out) // see live.go
+		return
+	}
+	s.writeReply(w, r, rc, x, out, reply)
+}
+
+// writeReply writes reply, the engine's answer to the request r (empty
+// for notifications alone), with the backend's captured headers, within
+// ReplyTimeout; out is the pooled buffer reply was appended to.
+func (s *Server) writeReply(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange, out *bytes.Buffer, reply []byte) {
+	s.startReply(rc)
+	defer s.endReply(rc, r)
+	writeCapture(w.Header(), x.Capture, s.md.response)
+	if len(reply) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if cap(reply) > maxPooled {
+		writeJSON(w, http.StatusOK, reply) // too large for the pool: no copy
+		return
+	}
+	out.Write(reply) // keep the grown buffer for the pool
+	writeJSON(w, http.StatusOK, out.Bytes())
+}
+
+// maxQuoted bounds the client's Origin or Host quoted in a refusal.
+const maxQuoted = 128
+
+// refuseOrigin answers 403 to a request refused for its Host or Origin
+// (what, the header's value v) and counts and logs it under reason; key is
+// the setting that would allow it.
+func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, reason, what, v, key string) {
+	x := &exchange{}
+	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
+	w.Header().Set(RequestIDHeader, x.RequestID)
+	ref := &refusal{status: http.StatusForbidden, reason: reason, detail: v}
+	if len(v) > maxQuoted {
+		v = v[:maxQuoted]
+	}
+	msg := what + " " + strconv.Quote(v) + " is not allowed (see " + key + ")"
+	if r.URL.Path == "/" {
+		ref.err = wire.InvalidRequest(msg)
+	} else {
+		ref.body = append(wire.AppendString([]byte(`{"error":`), msg), '}')
+	}
+	s.refuse(w, r, x, ref)
 }
 
 // front runs the checks every JSON-RPC request passes before its body is

@@ -116,61 +116,6 @@ func serveProbe(w http.ResponseWriter, r *http.Request, ok bool, body string) {
 	writeJSON(w, code, []byte(body))
 }
 
-// serveRPC answers POST /: the front door's steps 3 and 4 (front.go) read
-// the body, answer runs the rest and the engine, and the reply is written
-// within ReplyTimeout, refusals after the body too.
-func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
-	if r.Method != http.MethodPost {
-		s.refuse(w, r, x, methodNotAllowed(r, http.MethodPost, wire.AppendError(nil, wire.NullID,
-			wire.InvalidRequest("JSON-RPC calls are sent with HTTP POST"))))
-		return
-	}
-	in := bufPool.Get().(*bytes.Buffer)
-	defer putBuf(in)
-	in.Reset()
-	rc := http.NewResponseController(w) // the request's read and write deadlines
-	if ref := s.readBody(w, r, x, rc, in); ref != nil {
-		s.refuse(w, r, x, ref)
-		return
-	}
-	out := bufPool.Get().(*bytes.Buffer)
-	defer putBuf(out)
-	out.Reset()
-	var msg wire.Message
-	reply, live, ref := s.answer(r.Context(), x, r.Header, r.RemoteAddr, in.Bytes(), r, &msg, out)
-	if ref != nil {
-		s.startReply(rc)
-		defer s.endReply(rc, r)
-		s.refuse(w, r, x, ref)
-		return
-	}
-	defer s.leave()
-	if live != notLive {
-		s.serveLive(w, r, x, &msg, live, out) // see live.go
-		return
-	}
-	s.writeReply(w, r, rc, x, out, reply)
-}
-
-// writeReply writes reply, the engine's answer to the request r (empty
-// for notifications alone), with the backend's captured headers, within
-// ReplyTimeout; out is the pooled buffer reply was appended to.
-func (s *Server) writeReply(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange, out *bytes.Buffer, reply []byte) {
-	s.startReply(rc)
-	defer s.endReply(rc, r)
-	writeCapture(w.Header(), x.Capture, s.md.response)
-	if len(reply) == 0 {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if cap(reply) > maxPooled {
-		writeJSON(w, http.StatusOK, reply) // too large for the pool: no copy
-		return
-	}
-	out.Write(reply) // keep the grown buffer for the pool
-	writeJSON(w, http.StatusOK, out.Bytes())
-}
-
 // startReply gives the reply of a POST / its deadline, ReplyTimeout from
 // now: a client that does not read it frees its MaxInFlight slot when it
 // expires, as the write fails (HTTP/1) or the stream is reset (HTTP/2).
