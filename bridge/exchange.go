@@ -28,14 +28,7 @@ func (x *exchange) caller() *auth.Caller {
 	if x == nil {
 		return nil
 	}
-	return callerOf(&x.Exchange)
-}
-
-// callerOf is the identity the front door stored in x.Caller, nil when
-// authentication is off.
-func callerOf(x *dispatch.Exchange) *auth.Caller {
-	id, _ := x.Caller.(*auth.Caller)
-	return id
+	return auth.CallerOf(&x.Exchange)
 }
 
 // fill completes x, the exchange of a request with headers h from peer

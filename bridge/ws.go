@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
@@ -75,7 +76,7 @@ func (f wsFront) Enter() (string, bool) {
 func (f wsFront) Leave() { f.s.leave() }
 
 func (f wsFront) Admit(x *dispatch.Exchange, n int) (string, bool) {
-	if ref := f.s.admit(context.Background(), callerOf(x), n); ref != nil { // the store bounds its own wait
+	if ref := f.s.admit(context.Background(), auth.CallerOf(x), n); ref != nil { // the store bounds its own wait
 		f.s.opts.Metrics.Refusal(ref.reason)
 		return ref.message, false
 	}
