@@ -26,35 +26,42 @@
 //	  redislimit      a Limiter shared by replicas through Redis (GCRA),
 //	                  with Local as its fallback; cmd wires it
 //
-// The files of this package, each with one job: server.go (Options, their
-// defaults, New, Update, Handle), http.go (routes, POST /, GET
-// /openrpc.json), live.go (server and bidi streams of POST / answered
-// live: Accept, the writer and its bounds), origin.go (Host, Origin,
-// CORS), front.go (the request id and authentication: 401, and 503 while an
-// identity provider's keys never loaded), resource.go (the protected
-// resource metadata of RFC 9728, which every 401 names), exchange.go
-// (the one place headers become an Exchange: metadata, identity, trace
-// context, timeout, capture), metadata.go (which headers travel as
-// metadata, and their size), deadline.go (the timeout headers), limit.go
-// (in-flight slots, rate limits through a ratelimit.Limiter, bodies being
-// read, WebSocket counts), compress.go (gzip both ways), observe.go
-// (refusals told to the observer), ws.go (GET /ws up to the upgrade, and
-// the ws.Front of its frames), mcp_engine.go (/mcp: the mcp.Engine, whose
-// tool calls run as POST / calls), readiness.go (the probes' details).
+// The files of this package, each with one job: options.go (Options and
+// their one defaults pass, the values from package defaults), server.go
+// (New, Update, Handle), http.go (routes, probes, GET /openrpc.json),
+// front.go (the front door: its admission steps in order, each with its
+// refusal and count; POST / through them, serveRPC; and answer, the part
+// of it after the body that MCP shares), lifecycle.go (Drain, then Shutdown: drain, the front
+// servers, the WebSockets), live.go (server and bidi streams of POST /
+// answered live: Accept, the writer and its bounds), origin.go (the Host,
+// Origin and CORS rules), challenge.go (the auth types, the Bearer
+// challenge), resource.go (the protected resource metadata of RFC 9728,
+// which every 401 names), exchange.go (the one place headers become an
+// Exchange: metadata, identity, trace context, timeout, capture),
+// metadata.go (which headers travel as metadata, and their size),
+// deadline.go (the timeout headers), limits.go (the front door's state:
+// slots, rate limiters, counts), tally.go (counts per client or
+// connection), compress.go (gzip both ways), observe.go (the metrics'
+// types), ws.go (GET /ws up to the upgrade, and the ws.Front of its
+// frames), mcp_engine.go (/mcp: the mcp.Engine, whose tool calls run
+// through answer), readiness.go (the probes' details).
 //
 // # One unary call over POST /
 //
-//	http.go      ServeHTTP → origin.go checkOrigin → front.go front
-//	             (request id, 401) → serveRPC → readBody (413, 408)
-//	exchange.go  fill (metadata, timeout, capture; 400) → 431 → limit.go enter (429)
-//	wire         Parse (-32700, -32600) → limit.go admit (rate limit: 429)
+//	http.go      ServeHTTP → origin.go checkOrigin (rules; front.go
+//	             refuseOrigin: 403)
+//	front.go     front (request id; authenticate: 401) → serveRPC →
+//	             readBody (startReading: 429; 413, 408) → answer:
+//	             wire.Parse, the body's one look (-32700, -32600) →
+//	             exchangeOf (exchange.go fill: metadata, timeout, capture;
+//	             400, 431) → enter (429) → admit (rate limit: 429) → run
 //	dispatch     Run → single: prepare (resolve; Guard.Allow: auth;
 //	             params → backend.Call) → execute (deadline; Invoker.Invoke)
 //	backend      direct: internal/unary writes the frames and reads the reply;
 //	             grpc-go: rawCodec passes the wire bytes; Status for failures
 //	dispatch     finish (result or error) → settle (MaxResponseBytes;
 //	             Guard.Done: observe, metrics and the log line)
-//	http.go      writeCapture (response headers) → 200 or 204
+//	front.go     writeReply: writeCapture (response headers) → 200 or 204
 //
 // # One batch
 //
@@ -66,7 +73,7 @@
 //
 // # One stream answered live over POST /
 //
-// The walk of a unary call up to wire.Parse and admit; then
+// The walk of a unary call through answer's admit; then
 //
 //	live.go      liveOf (a single call with an id of a server or bidi
 //	             stream, Accept: text/event-stream or NDJSON) → serveLive:
@@ -94,4 +101,26 @@
 //	             rpc.stream.message and rpc.stream.end (wire) to the socket;
 //	ws/control.go answers rpc.stream.send, close and cancel
 //	             (Session.Control).
+//
+// # One MCP tool call
+//
+//	http.go      ServeHTTP → origin.go checkOrigin (403) → serveMCP
+//	mcp_engine.go serveMCP: front (authenticate: 401), the body-read slot
+//	             (429) → the SDK's handler (bridge/mcp)
+//	mcp          tools/call → call.go handler: the JSON-RPC request of the
+//	             tool → Engine.Call (or Stream)
+//	mcp_engine.go run: the caller serveMCP stored (its front door's
+//	             exchange) → answer
+//	front.go     answer: wire.Parse → exchangeOf → enter → admit → run, as
+//	             for POST /; a refusal comes back as its JSON-RPC error
+//	dispatch     Run, as for POST /
+//	mcp          call.go result: the reply as the tool's result
+//
+// # The lifecycle
+//
+// lifecycle.go: Drain (readiness 503, Connection: close, live streams
+// ended), then Shutdown(ctx, fronts...): the front servers stop accepting
+// and finish their requests (MCP sessions closed as they stop accepting),
+// while the WebSocket connections close as their calls end. cmd's serve
+// drains, waits shutdown_delay, then calls Shutdown with its front server.
 package bridge

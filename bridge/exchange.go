@@ -3,7 +3,8 @@ package bridge
 // This file is the one place a request's headers become the Exchange its
 // calls run with (POST / and GET /ws alike): forwarded metadata, the
 // identity, request id, trace context and x-forwarded-for the bridge adds,
-// the timeout, and the capture of response headers.
+// the timeout, and the capture of response headers. Its refusals are the
+// front door's (exchangeOf, front.go).
 
 import (
 	"net"
@@ -14,67 +15,47 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
 
-// exchange is what the front door learned about one HTTP request: the
-// Exchange its calls run with, and the identity behind its Caller.
+// exchange is what the front door learned about one request: the
+// Exchange its calls run with, whose Caller holds the identity.
 type exchange struct {
 	dispatch.Exchange
-	id *auth.Caller // nil when authentication is off
 }
 
-// exchangeOf fills x from the headers of r (see fill), or answers r
-// itself: 400 for a header the client got wrong, 431 for metadata over
-// MaxMetadataBytes.
-func (s *Server) exchangeOf(w http.ResponseWriter, r *http.Request, x *exchange, single bool) bool {
-	if err := s.fill(r, x, single); err != nil {
-		s.refused(r.Context(), x, "bad_header", err.Error())
-		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(err.Error())))
-		return false
+// caller is the identity of x, nil when authentication is off (or x is).
+func (x *exchange) caller() *auth.Caller {
+	if x == nil {
+		return nil
 	}
-	if reason, e := s.metadataTooLarge(MetadataSize(x.Metadata)); e != nil {
-		s.refused(r.Context(), x, "metadata_too_large", reason)
-		refuseMetadata(w, e)
-		return false
-	}
-	return true
+	return auth.CallerOf(&x.Exchange)
 }
 
-// fill completes x, the exchange of r, with what its calls carry: the
-// metadata r forwards and the bridge adds (identity, request id, trace
-// context, x-forwarded-for), the timeout it asks for and, when single (a
-// POST whose body is one call) and response headers are configured, a
-// place to capture the backend's metadata. An error names the header the
-// client got wrong. It is the one place headers become an Exchange, for
-// POST / and GET /ws alike.
-func (s *Server) fill(r *http.Request, x *exchange, single bool) error {
-	md, err := s.md.forwarded(r.Header)
+// fill completes x, the exchange of a request with headers h from peer
+// (its RemoteAddr), with what its calls carry: the metadata h forwards
+// and the bridge adds (identity, request id, trace context,
+// x-forwarded-for), the timeout it asks for and, when single (a body of
+// one call) and response headers are configured, a place to capture the
+// backend's metadata. An error names the header the client got wrong. It
+// is the one place headers become an Exchange, for POST /, GET /ws and
+// MCP's tool calls alike.
+func (s *Server) fill(h http.Header, peer string, x *exchange, single bool) error {
+	md, err := s.md.forwarded(h)
 	if err != nil {
 		return err
 	}
-	d, ok, err := s.requestTimeout(r.Header)
+	d, ok, err := s.requestTimeout(h)
 	if err != nil {
 		return err
 	}
 	if ok {
 		x.Timeout = d
 	}
-	x.Metadata = s.outgoing(md, x, r.Header, r.RemoteAddr)
+	x.Metadata = s.outgoing(md, x, h, peer)
 	if single && len(s.md.response) > 0 {
 		x.Capture = new(dispatch.Capture)
 	}
 	return nil
-}
-
-// singleCall reports whether body looks like one request object rather
-// than a batch.
-func singleCall(body []byte) bool {
-	i := wire.SkipSpace(body, 0)
-	if len(body) >= i+3 && body[i] == 0xEF && body[i+1] == 0xBB && body[i+2] == 0xBF {
-		i = wire.SkipSpace(body, i+3)
-	}
-	return i < len(body) && body[i] == '{'
 }
 
 // outgoing adds to md, the metadata a request forwards, what the bridge
@@ -94,9 +75,9 @@ func (s *Server) outgoing(md metadata.MD, x *exchange, h http.Header, peer strin
 			delete(md, k)
 		}
 	}
-	if x.id != nil {
-		md[key] = []string{x.id.Name()}
-		for kv := x.id.Metadata(); len(kv) >= 2; kv = kv[2:] {
+	if id := x.caller(); id != nil {
+		md[key] = []string{id.Name()}
+		for kv := id.Metadata(); len(kv) >= 2; kv = kv[2:] {
 			md[kv[0]] = []string{kv[1]}
 		}
 	}

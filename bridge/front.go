@@ -1,16 +1,49 @@
 package bridge
 
+// This file is the front door: the admission steps a JSON-RPC request
+// passes, in order, each with its refusal and the count it is logged and
+// counted under (refused) beside it. ServeHTTP runs the first two for
+// every route, the route the others; serveRPC, below, is POST /'s walk
+// through them:
+//
+//	 1. Host, Origin   checkOrigin (origin.go's rules), refuseOrigin: 403
+//	                   host_not_allowed, origin_not_allowed; a listed
+//	                   origin's preflight, 204
+//	 2. identity       authenticate: 401 unauthenticated (400 for a
+//	                   malformed request), 503 keys_not_loaded
+//	 3. body-read slot startReading: 429 body_reads        (POST /, POST /mcp)
+//	 4. body           readBody: 413 body_too_large, 415 and 400
+//	                   bad_encoding, 408 body_timeout, 400 unreadable_body
+//
+// and then, in answer, which POST / and MCP's tool calls share, once
+// wire.Parse has examined the body (one call or a batch):
+//
+//	 5. headers        exchangeOf (exchange.go fills the Exchange): 400
+//	                   bad_header, 431 metadata_too_large        (and GET /ws)
+//	 6. in-flight slot enter: 429 in_flight, and rate_limit when the
+//	                   caller's limit is spent already
+//	 7. rate limit     admit, for the calls of the message: 429 rate_limit
+//
+// GET /ws takes its connection slots (openWS: 429 ws_connections) after
+// step 5, and each of its frames steps 6 and 7 (ws.go's wsFront).
+
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
+	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"os"
 	"strconv"
-	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/observe"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -19,140 +52,435 @@ import (
 // it sends a usable one, generated otherwise, and always returned.
 const RequestIDHeader = "X-Request-Id"
 
-// DefaultIdentityMetadataKey is the gRPC metadata key under which the
-// caller's identity reaches the backend.
-const DefaultIdentityMetadataKey = "x-bridge-identity"
+// refusal is a request refused at the front door, before any of its calls
+// ran: the reply's status and body, and what it is counted and logged as.
+type refusal struct {
+	status  int    // the HTTP status
+	reason  string // the metric label and the log's reason
+	detail  string // the log's detail
+	message string // a 429's RESOURCE_EXHAUSTED message (WebSocket frames get it as their error)
+	err     *mapping.Error
+	body    []byte // the reply when err is nil: a plain JSON object
+	// retryAfter, when positive, is sent as Retry-After, in whole seconds
+	// (at least 1).
+	retryAfter time.Duration
+	// closeConn sends Connection: close over HTTP/1: the body stays
+	// unread, and net/http would read it (up to read_timeout) to reuse the
+	// connection.
+	closeConn bool
+	header    [2]string   // one more header, name and value, when name is not ""
+	log       []slog.Attr // more for the log line
+}
 
-// The authentication types of Options.Auth (package auth).
-type (
-	Identity = auth.Identity
-	Auth     = auth.Auth
-)
+// reply is the body of the refusal: its JSON-RPC error, or its body.
+func (ref *refusal) reply() []byte {
+	if ref.err == nil {
+		return ref.body
+	}
+	return wire.AppendError(nil, wire.NullID, ref.err)
+}
 
-// NewAuth checks the identities and prepares them (see auth.New).
-var NewAuth = auth.New
+// refuse answers r with ref, and counts and logs it.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, x *exchange, ref *refusal) {
+	h := w.Header()
+	if ref.closeConn && r.ProtoMajor == 1 {
+		h.Set("Connection", "close")
+	}
+	if ref.retryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(ref.retryAfter.Seconds()))), 10))
+	}
+	if ref.header[0] != "" {
+		h.Set(ref.header[0], ref.header[1])
+	}
+	s.refused(r.Context(), x, ref.reason, ref.detail, ref.log...)
+	writeJSON(w, ref.status, ref.reply())
+}
 
-// ErrAuthConfig is wrapped by every error NewAuth returns.
-var ErrAuthConfig = auth.ErrConfig
+// refused logs and counts a request of x refused at the front door (see
+// observe.Observer.Refused for the reasons). The identity is empty when
+// authentication is on and the request was refused before it.
+func (s *Server) refused(ctx context.Context, x *exchange, reason, detail string, more ...slog.Attr) {
+	who := observe.Anonymous
+	id := x.caller()
+	if id != nil {
+		who = id.Name()
+	}
+	if reason == "unauthenticated" || reason == "keys_not_loaded" || s.opts.Auth != nil && id == nil {
+		who = ""
+	}
+	s.observer.Refused(ctx, reason, detail, who, x.RequestID, more...)
+}
+
+// tooMany is a 429 with Retry-After and a JSON-RPC error as a gRPC
+// RESOURCE_EXHAUSTED status is answered.
+func tooMany(reason, message string, retryAfter time.Duration) *refusal {
+	return &refusal{status: http.StatusTooManyRequests, reason: reason, message: message, retryAfter: retryAfter,
+		err: mapping.StatusError(status.New(codes.ResourceExhausted, message), nil)}
+}
+
+// methodNotAllowed is the 405 of a route served with allow alone.
+func methodNotAllowed(r *http.Request, allow string, body []byte) *refusal {
+	return &refusal{status: http.StatusMethodNotAllowed, reason: "method_not_allowed", detail: r.Method,
+		header: [2]string{"Allow", allow}, body: body}
+}
+
+// serveRPC answers POST /: the front door's steps 3 and 4 (front.go) read
+// the body, answer runs the rest and the engine, and the reply is written
+// within ReplyTimeout, refusals after the body too.
+func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
+	if r.Method != http.MethodPost {
+		s.refuse(w, r, x, methodNotAllowed(r, http.MethodPost, wire.AppendError(nil, wire.NullID,
+			wire.InvalidRequest("JSON-RPC calls are sent with HTTP POST"))))
+		return
+	}
+	in := bufPool.Get().(*bytes.Buffer)
+	defer putBuf(in)
+	in.Reset()
+	rc := http.NewResponseController(w) // the request's read and write deadlines
+	if ref := s.readBody(w, r, x, rc, in); ref != nil {
+		s.refuse(w, r, x, ref)
+		return
+	}
+	out := bufPool.Get().(*bytes.Buffer)
+	defer putBuf(out)
+	out.Reset()
+	var msg wire.Message
+	reply, live, ref := s.answer(r.Context(), x, r.Header, r.RemoteAddr, in.Bytes(), r, &msg, out)
+	if ref != nil {
+		s.startReply(rc)
+		defer s.endReply(rc, r)
+		s.refuse(w, r, x, ref)
+		return
+	}
+	defer s.leave()
+	if live != notLive {
+		s.serveLive(w, r, x, &msg, live, out) // see live.go
+		return
+	}
+	s.writeReply(w, r, rc, x, out, reply)
+}
+
+// writeReply writes reply, the engine's answer to the request r (empty
+// for notifications alone), with the backend's captured headers, within
+// ReplyTimeout; out is the pooled buffer reply was appended to.
+func (s *Server) writeReply(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange, out *bytes.Buffer, reply []byte) {
+	s.startReply(rc)
+	defer s.endReply(rc, r)
+	writeCapture(w.Header(), x.Capture, s.md.response)
+	if len(reply) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if cap(reply) > maxPooled {
+		writeJSON(w, http.StatusOK, reply) // too large for the pool: no copy
+		return
+	}
+	out.Write(reply) // keep the grown buffer for the pool
+	writeJSON(w, http.StatusOK, out.Bytes())
+}
+
+// maxQuoted bounds the client's Origin or Host quoted in a refusal.
+const maxQuoted = 128
+
+// refuseOrigin answers 403 to a request refused for its Host or Origin
+// (what, the header's value v) and counts and logs it under reason; key is
+// the setting that would allow it.
+func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, reason, what, v, key string) {
+	x := &exchange{}
+	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
+	w.Header().Set(RequestIDHeader, x.RequestID)
+	ref := &refusal{status: http.StatusForbidden, reason: reason, detail: v}
+	if len(v) > maxQuoted {
+		v = v[:maxQuoted]
+	}
+	msg := what + " " + strconv.Quote(v) + " is not allowed (see " + key + ")"
+	if r.URL.Path == "/" {
+		ref.err = wire.InvalidRequest(msg)
+	} else {
+		ref.body = append(wire.AppendString([]byte(`{"error":`), msg), '}')
+	}
+	s.refuse(w, r, x, ref)
+}
 
 // front runs the checks every JSON-RPC request passes before its body is
-// read: the request id, which it returns as a header, and authentication,
-// answering 401 itself (503 for a JWT whose issuer's keys have not
-// loaded yet). It returns the request's exchange.
+// read, after checkOrigin: the request id, which it returns as a header,
+// and authentication (step 2). It returns the request's exchange, or
+// answers the refusal itself.
 func (s *Server) front(w http.ResponseWriter, r *http.Request) (*exchange, bool) {
 	x := &exchange{}
 	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
 	w.Header().Set(RequestIDHeader, x.RequestID)
-	if a := s.opts.Auth; a != nil {
-		id, fail := a.Authenticate(r)
-		if fail != auth.OK {
-			s.unauthenticated(w, r, x, fail)
-			return nil, false
-		}
-		x.id, x.Caller = id, id
+	if ref := s.authenticate(r, x); ref != nil {
+		s.refuse(w, r, x, ref)
+		return nil, false
 	}
 	return x, true
 }
 
-// unauthenticated answers a request whose credentials failed: 401 with a
-// Bearer challenge (RFC 6750) naming the failed check (400 for a
-// malformed request, invalid_request), and a JSON-RPC error as a gRPC
-// UNAUTHENTICATED status is answered; or, while the
-// keys of a JWT's issuer have never loaded, 503 with Retry-After and
-// error 14: the token may be fine. Each is counted by reason and logged
-// with the token's iss and kid (never the token).
-func (s *Server) unauthenticated(w http.ResponseWriter, r *http.Request, x *exchange, fail auth.Failure) {
-	s.opts.Metrics.AuthFailure(fail.Reason())
-	var more []slog.Attr
-	if iss, kid := auth.TokenOrigin(r); iss != "" || kid != "" {
-		more = []slog.Attr{slog.String("iss", iss), slog.String("kid", kid)}
+// authenticate sets the caller of x from the credentials of r, or refuses
+// r: 401 with a Bearer challenge (RFC 6750) naming the failed check (400
+// for a malformed request, invalid_request), and a JSON-RPC error as a
+// gRPC UNAUTHENTICATED status is answered; or, while the keys of a JWT's
+// issuer have never loaded, 503 with Retry-After and error 14: the token
+// may be fine. Each is counted by reason and logged with the token's iss
+// and kid (never the token).
+func (s *Server) authenticate(r *http.Request, x *exchange) *refusal {
+	a := s.opts.Auth
+	if a == nil {
+		return nil
 	}
-	if r.ProtoMajor == 1 && r.ContentLength != 0 {
-		// The body is never read: net/http would wait for it (up to
-		// read_timeout) to reuse the connection. Close it instead.
-		w.Header().Set("Connection", "close")
+	id, fail := a.Authenticate(r)
+	if fail == auth.OK {
+		x.Caller = id
+		return nil
+	}
+	s.opts.Metrics.AuthFailure(fail.Reason())
+	ref := &refusal{detail: fail.Reason(), closeConn: r.ContentLength != 0}
+	if iss, kid := auth.TokenOrigin(r); iss != "" || kid != "" {
+		ref.log = []slog.Attr{slog.String("iss", iss), slog.String("kid", kid)}
 	}
 	if fail == auth.KeysNotLoaded {
-		w.Header().Set("Retry-After", strconv.Itoa(keysRetryAfter))
-		e := mapping.StatusError(status.New(codes.Unavailable, fail.Message()), nil)
-		s.refused(r.Context(), x, "keys_not_loaded", fail.Reason(), more...)
-		writeJSON(w, http.StatusServiceUnavailable, wire.AppendError(nil, wire.NullID, e))
-		return
+		ref.status, ref.reason, ref.retryAfter = http.StatusServiceUnavailable, "keys_not_loaded", keysRetryAfter
+		ref.err = mapping.StatusError(status.New(codes.Unavailable, fail.Message()), nil)
+		return ref
 	}
 	// The scopes to ask for (MCP 2025-11-25: servers SHOULD name them in
 	// the challenge; RFC 6750 section 3).
-	w.Header().Set("WWW-Authenticate", s.challenge(r, fail.Challenge(), fail.Message(), s.opts.Scopes))
-	e := mapping.StatusError(status.New(codes.Unauthenticated, fail.Message()), nil)
-	s.refused(r.Context(), x, "unauthenticated", fail.Reason(), more...)
-	code := http.StatusUnauthorized
+	ref.header = [2]string{"WWW-Authenticate", s.challenge(r, fail.Challenge(), fail.Message(), s.opts.Scopes)}
+	ref.status, ref.reason = http.StatusUnauthorized, "unauthenticated"
 	if fail.BadRequest() {
-		code = http.StatusBadRequest // invalid_request (RFC 6750 section 3.1)
+		ref.status = http.StatusBadRequest // invalid_request (RFC 6750 section 3.1)
 	}
-	writeJSON(w, code, wire.AppendError(nil, wire.NullID, e))
+	ref.err = mapping.StatusError(status.New(codes.Unauthenticated, fail.Message()), nil)
+	return ref
 }
 
-// challenge is the bridge's Bearer challenge (RFC 6750 section 3) to r:
-// its realm, the error code and its description when code is not "",
-// and, with JWTs on, the scopes (those that are scope-tokens) and the
-// protected resource metadata's URL (RFC 9728 section 5.1).
-func (s *Server) challenge(r *http.Request, code, description string, scopes []string) string {
-	ch := `Bearer realm=` + quotedString(s.opts.AuthRealm)
-	if code != "" {
-		ch += `, error="` + code + `", error_description="` + description + `"`
+// keysRetryAfter is the Retry-After of a JWT refused while its issuer's
+// keys have not loaded: the bridge tries to load them again within
+// seconds at first.
+const keysRetryAfter = 5 * time.Second
+
+// startReading counts the body of r among those being read (step 3), per
+// client and, over HTTP/2, per connection, or refuses r when either is at
+// its limit. key is clientKey(r, x); the caller calls doneReading with it
+// when startReading returns nil.
+func (s *Server) startReading(r *http.Request, key string) *refusal {
+	g := s.guard
+	if !g.reading.take(key, s.opts.MaxBodyReadsPerClient) {
+		return readingRefusal("the bridge is reading as many request bodies of this client as max_body_reads_per_client (" +
+			strconv.Itoa(s.opts.MaxBodyReadsPerClient) + "); retry later")
 	}
-	if s.jwt() {
-		if scope := scopeList(scopes); scope != "" {
-			ch += `, scope="` + scope + `"`
+	if r.ProtoMajor >= 2 && !g.readingConn.take(r.RemoteAddr, s.opts.MaxBodyReadsPerConnection) {
+		g.reading.give(key)
+		return readingRefusal("the bridge is reading as many request bodies of this connection as max_body_reads_per_connection (" +
+			strconv.Itoa(s.opts.MaxBodyReadsPerConnection) + "); retry later")
+	}
+	return nil
+}
+
+func readingRefusal(message string) *refusal {
+	ref := tooMany("body_reads", message, time.Second)
+	ref.closeConn = true // the body is not read
+	return ref
+}
+
+func (s *Server) doneReading(r *http.Request, key string) {
+	s.guard.reading.give(key)
+	if r.ProtoMajor >= 2 {
+		s.guard.readingConn.give(r.RemoteAddr)
+	}
+}
+
+// readBody reads the body of r into in (steps 3 and 4), within
+// BodyTimeout and the limits on bodies being read at once, or refuses r.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, rc *http.ResponseController, in *bytes.Buffer) *refusal {
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		return s.tooLarge()
+	}
+	key := clientKey(r, x)
+	if ref := s.startReading(r, key); ref != nil {
+		return ref
+	}
+	limit, setting := s.opts.BodyTimeout, "body_timeout"
+	if hs, _ := r.Context().Value(http.ServerContextKey).(*http.Server); hs != nil && hs.ReadTimeout > 0 && hs.ReadTimeout <= limit {
+		limit, setting = hs.ReadTimeout, "read_timeout" // the server's deadline comes first: keep it
+	} else {
+		_ = rc.SetReadDeadline(time.Now().Add(limit)) // unsupported by test recorders only
+	}
+	body, closeBody, ok := bodyReader(w, r, s.opts.MaxBodyBytes)
+	if !ok {
+		s.doneReading(r, key)
+		return &refusal{status: http.StatusUnsupportedMediaType, reason: "bad_encoding", detail: r.Header.Get("Content-Encoding"),
+			header: [2]string{"Accept-Encoding", "gzip, identity"}, // RFC 7694
+			err:    wire.InvalidRequest("the request body's Content-Encoding is not gzip or identity")}
+	}
+	_, err := in.ReadFrom(body)
+	closeBody()
+	s.doneReading(r, key)
+	if err == nil {
+		// Over HTTP/1 the deadline is the connection's: left in place, it
+		// would end the request's context in the middle of its calls.
+		// After a failed read it stays, so that net/http does not wait for
+		// the rest of the body before closing the connection.
+		_ = rc.SetReadDeadline(time.Time{})
+		return nil
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig), errors.Is(err, errDecodedTooLarge):
+		return s.tooLarge()
+	case errors.Is(err, errBadEncoding):
+		return &refusal{status: http.StatusBadRequest, reason: "bad_encoding", detail: "not gzip",
+			err: &mapping.Error{Code: mapping.CodeParseError, Message: wire.MsgParseError + ": " + errBadEncoding.Error()}}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &refusal{status: http.StatusRequestTimeout, reason: "body_timeout", closeConn: true, err: wire.InvalidRequest(
+			"the request body did not arrive within " + setting + " (" + limit.String() + ")")}
+	}
+	// The client stopped sending; there is nobody to read a reply.
+	s.log.Debug("cannot read a request body", "error", err)
+	return &refusal{status: http.StatusBadRequest, reason: "unreadable_body", detail: err.Error(),
+		err: &mapping.Error{Code: mapping.CodeParseError, Message: wire.MsgParseError + ": the request body could not be read"}}
+}
+
+// tooLarge is the 413 of a request whose body is larger than
+// MaxBodyBytes, by its Content-Length or as it is read.
+func (s *Server) tooLarge() *refusal {
+	return &refusal{status: http.StatusRequestEntityTooLarge, reason: "body_too_large", err: wire.InvalidRequest(
+		"the request body is larger than max_body_bytes (" + strconv.FormatInt(s.opts.MaxBodyBytes, 10) + " bytes)")}
+}
+
+// exchangeOf fills x from the headers h of a request from peer (step 5;
+// see fill), or refuses the request: 400 for a header the client got
+// wrong, 431 for metadata over MaxMetadataBytes.
+func (s *Server) exchangeOf(h http.Header, peer string, x *exchange, single bool) *refusal {
+	if err := s.fill(h, peer, x, single); err != nil {
+		return &refusal{status: http.StatusBadRequest, reason: "bad_header", detail: err.Error(), err: wire.InvalidRequest(err.Error())}
+	}
+	if reason, e := s.metadataTooLarge(MetadataSize(x.Metadata)); e != nil {
+		return &refusal{status: http.StatusRequestHeaderFieldsTooLarge, reason: "metadata_too_large", detail: reason, err: e}
+	}
+	return nil
+}
+
+// enter counts the request of x, whose body has been read, among the
+// requests in flight (step 6), or refuses it when MaxInFlight are
+// already being answered, or when the caller's rate limit has no token
+// left. The caller must call leave when enter returns nil.
+func (s *Server) enter(x *exchange) *refusal {
+	if !s.takeSlot() {
+		return s.inFlightRefusal()
+	}
+	if lim := s.guard.limiter; lim != nil {
+		if spent, wait := lim.Spent(rateIdentity(x.caller())); spent {
+			s.guard.inFlight.Add(-1)
+			return s.rateRefusal(wait)
 		}
-		ch += `, resource_metadata="` + resourceMetadataURL(s.resource(r)) + `"`
 	}
-	return ch
+	s.opts.Metrics.RequestStarted()
+	return nil
 }
 
-// quotedString is v as an RFC 9110 quoted-string: '"' and '\\' escaped,
-// bytes a quoted-string cannot hold (controls but tab, DEL) left out.
-func quotedString(v string) string {
-	b := make([]byte, 0, len(v)+2)
-	b = append(b, '"')
-	for i := range len(v) {
-		switch c := v[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c == '\t' || c >= 0x20 && c != 0x7f:
-			b = append(b, c)
+// takeSlot takes one of the MaxInFlight slots, shared by POST / requests
+// and WebSocket frames, or returns false when none is free.
+func (s *Server) takeSlot() bool {
+	if s.guard.inFlight.Add(1) > int64(s.opts.MaxInFlight) {
+		s.guard.inFlight.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *Server) inFlightRefusal() *refusal {
+	return tooMany("in_flight", "the bridge is answering as many requests as max_in_flight ("+strconv.Itoa(s.opts.MaxInFlight)+"); retry later", time.Second)
+}
+
+func (s *Server) leave() {
+	s.guard.inFlight.Add(-1)
+	s.guard.served.Add(1)
+	s.opts.Metrics.RequestDone()
+}
+
+// admit takes n calls' worth of the rate limit of id (step 7), or
+// returns the refusal when there is not enough left: nothing of the
+// message runs then. HTTP, MCP and WebSocket all ask it, after parsing a
+// message and before running it: over HTTP POST the refusal is 429, over
+// WebSocket a RESOURCE_EXHAUSTED error for each call of the frame. ctx
+// bounds the wait for a shared store (see ratelimit.Limiter).
+func (s *Server) admit(ctx context.Context, id *auth.Caller, n int) *refusal {
+	lim := s.guard.limiter
+	if lim == nil {
+		return nil
+	}
+	if n > s.opts.RateBurst {
+		return tooMany("rate_limit", "a batch of "+strconv.Itoa(n)+" calls is more than rate_burst ("+strconv.Itoa(s.opts.RateBurst)+") allows at once", time.Second)
+	}
+	if ok, wait := lim.Allow(ctx, rateIdentity(id), n); !ok {
+		return s.rateRefusal(wait)
+	}
+	return nil
+}
+
+func (s *Server) rateRefusal(wait time.Duration) *refusal {
+	return tooMany("rate_limit", "the caller's rate limit (rate_limit "+strconv.FormatFloat(s.opts.RateLimit, 'g', -1, 64)+" calls a second) is used up; retry later", wait)
+}
+
+// openWS counts a new WebSocket connection of r, in all and per client,
+// or refuses it when either is at its limit. The caller calls closeWS
+// with key when openWS returns nil.
+func (s *Server) openWS(key string) *refusal {
+	g := s.guard
+	if g.wsOpen.Add(1) > int64(s.opts.MaxWSConnections) {
+		g.wsOpen.Add(-1)
+		return tooMany("ws_connections", "the bridge has as many WebSocket connections open as max_ws_connections ("+
+			strconv.Itoa(s.opts.MaxWSConnections)+"); retry later", time.Second)
+	}
+	if !g.wsClient.take(key, s.opts.MaxWSConnectionsPerClient) {
+		g.wsOpen.Add(-1)
+		return tooMany("ws_connections", "this client has as many WebSocket connections open as max_ws_connections_per_client ("+
+			strconv.Itoa(s.opts.MaxWSConnectionsPerClient)+"); close one or retry later", time.Second)
+	}
+	return nil
+}
+
+func (s *Server) closeWS(key string) {
+	s.guard.wsClient.give(key)
+	s.guard.wsOpen.Add(-1)
+}
+
+// answer is what POST / and MCP's tool calls ask once the body of a
+// request of x is read: the body parsed (the one look at it: one call or
+// a batch), steps 5 to 7, and the engine's reply, appended to out's
+// buffer; empty for notifications alone. h and peer are the request's
+// headers and client address. On a refusal nothing ran and no slot is
+// held; otherwise the request holds its in-flight slot, and the caller
+// calls leave once the reply is written. live, for POST / alone, is the
+// request: a single call of a stream it asks to be answered live comes
+// back with its form and no reply, for the caller to serve (live.go).
+func (s *Server) answer(ctx context.Context, x *exchange, h http.Header, peer string, body []byte, live *http.Request,
+	msg *wire.Message, out *bytes.Buffer) ([]byte, liveForm, *refusal) {
+	e := wire.Parse(body, s.opts.MaxBatchSize, msg)
+	if ref := s.exchangeOf(h, peer, x, e == nil && !msg.Batch); ref != nil {
+		return nil, notLive, ref
+	}
+	// The slot is taken for the work alone: the caller is authenticated
+	// and its body read. It is held until the reply is written.
+	if ref := s.enter(x); ref != nil {
+		return nil, notLive, ref
+	}
+	if e != nil {
+		return wire.AppendError(out.AvailableBuffer(), wire.NullID, e), notLive, nil
+	}
+	if ref := s.admit(ctx, x.caller(), msg.Len()); ref != nil {
+		s.leave()
+		return nil, notLive, ref
+	}
+	if live != nil {
+		if f := s.liveOf(live, msg); f != notLive {
+			return nil, f, nil
 		}
 	}
-	return string(append(b, '"'))
+	return s.run(ctx, msg, &x.Exchange, out.AvailableBuffer()), notLive, nil
 }
-
-// scopeList is the scope attribute of a challenge: those of scopes that
-// are RFC 6749 scope-tokens, space-delimited.
-func scopeList(scopes []string) string {
-	var out []string
-	for _, sc := range scopes {
-		if ScopeToken(sc) {
-			out = append(out, sc)
-		}
-	}
-	return strings.Join(out, " ")
-}
-
-// ScopeToken reports whether sc is an RFC 6749 scope-token (appendix
-// A.4: one or more of %x21 / %x23-5B / %x5D-7E), which a challenge's
-// scope attribute can carry.
-func ScopeToken(sc string) bool {
-	for i := range len(sc) {
-		if c := sc[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return sc != ""
-}
-
-// keysRetryAfter is the Retry-After, in seconds, of a JWT refused while
-// its issuer's keys have not loaded: the bridge tries to load them again
-// within seconds at first.
-const keysRetryAfter = 5
 
 // requestID returns v when it is a usable request id (1 to 128 visible
 // ASCII characters), and a new random one otherwise.

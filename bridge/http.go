@@ -2,9 +2,7 @@ package bridge
 
 import (
 	"bytes"
-	"errors"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
 // bufPool recycles request bodies and replies.
@@ -119,135 +116,6 @@ func serveProbe(w http.ResponseWriter, r *http.Request, ok bool, body string) {
 	writeJSON(w, code, []byte(body))
 }
 
-func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		s.refused(r.Context(), x, "method_not_allowed", r.Method)
-		writeJSON(w, http.StatusMethodNotAllowed, wire.AppendError(nil, wire.NullID,
-			wire.InvalidRequest("JSON-RPC calls are sent with HTTP POST")))
-		return
-	}
-	if r.ContentLength > s.opts.MaxBodyBytes {
-		s.tooLarge(w, r, x)
-		return
-	}
-	in := bufPool.Get().(*bytes.Buffer)
-	defer putBuf(in)
-	in.Reset()
-	rc := http.NewResponseController(w) // the request's read and write deadlines
-	if !s.readBody(w, r, x, rc, in) {
-		return
-	}
-	if !s.exchangeOf(w, r, x, singleCall(in.Bytes())) {
-		return
-	}
-	// The slot is taken for the work alone: the caller is authenticated
-	// and its body read. It is held until the reply is written.
-	if !s.enter(w, r, x) {
-		return
-	}
-	defer s.leave()
-	out := bufPool.Get().(*bytes.Buffer)
-	defer putBuf(out)
-	out.Reset()
-	var msg wire.Message
-	var reply []byte
-	var limited *refusal
-	if e := wire.Parse(in.Bytes(), s.opts.MaxBatchSize, &msg); e != nil {
-		reply = wire.AppendError(out.AvailableBuffer(), wire.NullID, e)
-	} else if limited = s.admit(r.Context(), x.id, msg.Len()); limited == nil {
-		if f := s.liveOf(r, &msg); f != notLive {
-			s.serveLive(w, r, x, &msg, f, out) // see live.go
-			return
-		}
-		reply = s.run(r.Context(), &msg, &x.Exchange, out.AvailableBuffer())
-	}
-	if limited != nil {
-		s.startReply(rc)
-		defer s.endReply(rc, r)
-		s.tooMany(w, r, x, limited)
-		return
-	}
-	s.writeReply(w, r, rc, x, out, reply)
-}
-
-// writeReply writes reply, the engine's answer to the request r (empty
-// for notifications alone), with the backend's captured headers, within
-// ReplyTimeout; out is the pooled buffer reply was appended to.
-func (s *Server) writeReply(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange, out *bytes.Buffer, reply []byte) {
-	s.startReply(rc)
-	defer s.endReply(rc, r)
-	writeCapture(w.Header(), x.Capture, s.md.response)
-	if len(reply) == 0 {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if cap(reply) > maxPooled {
-		writeJSON(w, http.StatusOK, reply) // too large for the pool: no copy
-		return
-	}
-	out.Write(reply) // keep the grown buffer for the pool
-	writeJSON(w, http.StatusOK, out.Bytes())
-}
-
-// readBody reads the body of r into in, within BodyTimeout and the limits
-// on bodies being read at once, or answers r itself and returns false.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request, x *exchange, rc *http.ResponseController, in *bytes.Buffer) bool {
-	key := clientKey(r, x)
-	if !s.startReading(w, r, x, key) {
-		return false
-	}
-	limit, setting := s.opts.BodyTimeout, "body_timeout"
-	if hs, _ := r.Context().Value(http.ServerContextKey).(*http.Server); hs != nil && hs.ReadTimeout > 0 && hs.ReadTimeout <= limit {
-		limit, setting = hs.ReadTimeout, "read_timeout" // the server's deadline comes first: keep it
-	} else {
-		_ = rc.SetReadDeadline(time.Now().Add(limit)) // unsupported by test recorders only
-	}
-	body, closeBody, ok := bodyReader(w, r, s.opts.MaxBodyBytes)
-	if !ok {
-		s.doneReading(r, key)
-		s.refused(r.Context(), x, "bad_encoding", r.Header.Get("Content-Encoding"))
-		w.Header().Set("Accept-Encoding", "gzip, identity") // RFC 7694
-		writeJSON(w, http.StatusUnsupportedMediaType, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(
-			"the request body's Content-Encoding is not gzip or identity")))
-		return false
-	}
-	_, err := in.ReadFrom(body)
-	closeBody()
-	s.doneReading(r, key)
-	if err == nil {
-		// Over HTTP/1 the deadline is the connection's: left in place, it
-		// would end the request's context in the middle of its calls.
-		// After a failed read it stays, so that net/http does not wait for
-		// the rest of the body before closing the connection.
-		_ = rc.SetReadDeadline(time.Time{})
-		return true
-	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig), errors.Is(err, errDecodedTooLarge):
-		s.tooLarge(w, r, x)
-	case errors.Is(err, errBadEncoding):
-		s.refused(r.Context(), x, "bad_encoding", "not gzip")
-		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID,
-			&mapping.Error{Code: mapping.CodeParseError, Message: wire.MsgParseError + ": " + errBadEncoding.Error()}))
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		s.refused(r.Context(), x, "body_timeout", "")
-		if r.ProtoMajor == 1 {
-			w.Header().Set("Connection", "close")
-		}
-		writeJSON(w, http.StatusRequestTimeout, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(
-			"the request body did not arrive within "+setting+" ("+limit.String()+")")))
-	default:
-		// The client stopped sending; there is nobody to read a reply.
-		s.log.Debug("cannot read a request body", "error", err)
-		s.refused(r.Context(), x, "unreadable_body", err.Error())
-		writeJSON(w, http.StatusBadRequest, wire.AppendError(nil, wire.NullID,
-			&mapping.Error{Code: mapping.CodeParseError, Message: wire.MsgParseError + ": the request body could not be read"}))
-	}
-	return false
-}
-
 // startReply gives the reply of a POST / its deadline, ReplyTimeout from
 // now: a client that does not read it frees its MaxInFlight slot when it
 // expires, as the write fails (HTTP/1) or the stream is reset (HTTP/2).
@@ -265,14 +133,6 @@ func (s *Server) endReply(rc *http.ResponseController, r *http.Request) {
 		_ = rc.Flush()
 		_ = rc.SetWriteDeadline(time.Time{})
 	}
-}
-
-// tooLarge answers 413 to a request whose body is larger than MaxBodyBytes,
-// by its Content-Length or as it is read.
-func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, x *exchange) {
-	s.refused(r.Context(), x, "body_too_large", "")
-	writeJSON(w, http.StatusRequestEntityTooLarge, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(
-		"the request body is larger than max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)")))
 }
 
 func putBuf(b *bytes.Buffer) {
@@ -295,9 +155,7 @@ var jsonContentType = []string{"application/json"}
 // of x may see, within reply_timeout. Its refusals are counted and logged.
 func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		s.refused(r.Context(), x, "method_not_allowed", r.Method)
-		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"method not allowed"}`))
+		s.refuse(w, r, x, methodNotAllowed(r, "GET, HEAD", []byte(`{"error":"method not allowed"}`)))
 		return
 	}
 	doc, e := s.engine.Document(&x.Exchange)
@@ -306,8 +164,8 @@ func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request, x *exchan
 		if e == nil { // discovered, but the document could not be rendered, as logged
 			detail = "the OpenRPC document could not be rendered"
 		}
-		s.refused(r.Context(), x, "not_discovered", detail)
-		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"error":"the backend's services are not discovered yet"}`))
+		s.refuse(w, r, x, &refusal{status: http.StatusServiceUnavailable, reason: "not_discovered", detail: detail,
+			body: []byte(`{"error":"the backend's services are not discovered yet"}`)})
 		return
 	}
 	// The document may be large: a client that does not read it is held

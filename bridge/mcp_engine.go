@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,23 +19,22 @@ import (
 )
 
 // This file serves the methods as MCP tools at /mcp (docs/mcp.md): package
-// mcp speaks the protocol; mcpEngine runs its calls through serveRPC, the
-// path of POST /, so that they get the same authorization, deadlines,
-// metadata, limits, metrics and access log.
+// mcp speaks the protocol; mcpEngine runs its calls through answer, as
+// POST / runs its own once their body is read, so that they get the same
+// authorization, deadlines, metadata, limits, metrics and access log.
 
 // mcpCallerKey carries, in the header of an MCP request as package mcp
 // hands it back, the key under which serveMCP keeps what the front door
-// learned of the request: its identity and its client's address, for as
-// long as the request is served (its tool calls run within it). A space
+// learned of the request: its exchange (whose Caller is its identity) and
+// the request, for as long as it is served (its tool calls run within it). A space
 // makes it an invalid header name on the wire, so no client can send it;
 // serveMCP replaces it anyway.
 const mcpCallerKey = "Bridge Caller"
 
 // mcpCaller is what the front door learned of an MCP request.
 type mcpCaller struct {
-	id   *auth.Caller  // nil when authentication is off
-	peer string        // the request's RemoteAddr
-	r    *http.Request // the request, whose credentials Hold checks again
+	x *exchange     // its identity: x.caller(), nil when authentication is off
+	r *http.Request // the request: its client's address, and the credentials Hold checks again
 }
 
 // mcpState is the MCP server of a Server, made on first use, and the
@@ -104,7 +102,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := rand.Text()
-	s.mcp.callers.Store(key, &mcpCaller{id: x.id, peer: r.RemoteAddr, r: r})
+	s.mcp.callers.Store(key, &mcpCaller{x: x, r: r})
 	defer s.mcp.callers.Delete(key)
 	h := r.Header.Clone()
 	h[mcpCallerKey] = []string{key}
@@ -123,7 +121,8 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 			// The body is read under body_timeout and counts among the
 			// client's bodies being read, as a POST /'s does.
 			key := clientKey(r, x)
-			if !s.startReading(w, r, x, key) {
+			if ref := s.startReading(r, key); ref != nil {
+				s.refuse(w, r, x, ref)
 				return
 			}
 			var once sync.Once
@@ -192,19 +191,19 @@ func (e mcpEngine) identity(h http.Header) (*auth.Caller, bool) {
 		return nil, true
 	}
 	c := e.caller(h)
-	if c == nil || c.id == nil {
+	if c == nil || c.x.caller() == nil {
 		return nil, false
 	}
-	return c.id, true
+	return c.x.caller(), true
 }
 
 // Hold holds the credentials of the request of h (see auth.Auth.Hold).
 func (e mcpEngine) Hold(h http.Header) func(context.Context) string {
 	c := e.caller(h)
-	if e.s.opts.Auth == nil || c == nil || c.id == nil {
+	if e.s.opts.Auth == nil || c == nil || c.x.caller() == nil {
 		return nil
 	}
-	a, r, id := e.s.opts.Auth, c.r, c.id
+	a, r, id := e.s.opts.Auth, c.r, c.x.caller()
 	return func(ctx context.Context) string { return a.Hold(ctx, r, id) }
 }
 
@@ -219,10 +218,10 @@ const insufficientScope = "the token's scopes allow no method: ask for a token w
 // challenge handling). "" otherwise: the call is refused as any other.
 func (e mcpEngine) InsufficientScope(h http.Header) string {
 	c := e.caller(h)
-	if e.s.opts.Auth == nil || c == nil || c.id == nil {
+	if e.s.opts.Auth == nil || c == nil || c.x.caller() == nil {
 		return ""
 	}
-	scopes := e.s.opts.Auth.ScopesFor(c.r, c.id)
+	scopes := e.s.opts.Auth.ScopesFor(c.r, c.x.caller())
 	if scopeList(scopes) == "" {
 		return ""
 	}
@@ -231,8 +230,8 @@ func (e mcpEngine) InsufficientScope(h http.Header) string {
 
 // Owner is the principal of the caller of h (see auth.Caller.Principal).
 func (e mcpEngine) Owner(h http.Header) string {
-	if c := e.caller(h); e.s.opts.Auth != nil && c != nil && c.id != nil {
-		return c.id.Principal()
+	if c := e.caller(h); e.s.opts.Auth != nil && c != nil && c.x.caller() != nil {
+		return c.x.caller().Principal()
 	}
 	return ""
 }
@@ -245,10 +244,11 @@ func (e mcpEngine) Stream(ctx context.Context, h http.Header, request []byte, on
 	return e.run(ctx, h, request, onMessage)
 }
 
-// run answers request as POST / answers it: an HTTP request with the
-// header of the MCP request, from its client's address, goes through
-// serveRPC, past the front door, which has authenticated the MCP request.
-// Refusals (429, 413, 431) come back as their JSON-RPC error bodies.
+// run answers request as POST / answers a body it has read (answer),
+// with the header of the MCP request, from its client's address, past the
+// front door, which has authenticated the MCP request. Refusals (429, 413,
+// 431) come back as their JSON-RPC error bodies, counted and logged as
+// POST /'s are.
 func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMessage func(json.RawMessage)) []byte {
 	s := e.s
 	x := &exchange{}
@@ -258,38 +258,33 @@ func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMes
 		return wire.AppendError(nil, wire.NullID, auth.PermissionDenied)
 	}
 	if id != nil {
-		x.id, x.Caller = id, id
+		x.Caller = id
 	}
-	hdr := make(http.Header, len(h)+1)
-	for k, v := range h {
-		if k != mcpCallerKey && k != "Content-Length" && k != "Content-Encoding" {
-			hdr[k] = v
-		}
-	}
-	hdr.Set("Content-Type", "application/json")
 	var peer string
 	if c := e.caller(h); c != nil {
-		peer = c.peer
+		peer = c.r.RemoteAddr
 	}
 	if onMessage != nil {
 		x.OnMessage = func(m []byte) { onMessage(json.RawMessage(m)) }
 	}
-	r := (&http.Request{
-		Method: http.MethodPost, URL: &url.URL{Path: "/mcp"}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: hdr, Body: io.NopCloser(bytes.NewReader(request)), ContentLength: int64(len(request)),
-		RemoteAddr: peer, Host: "mcp",
-	}).WithContext(ctx)
-	w := &mcpReply{header: make(http.Header)}
-	s.serveRPC(w, r, x)
-	return w.body.Bytes()
+	if int64(len(request)) > s.opts.MaxBodyBytes {
+		return e.refused(ctx, x, s.tooLarge())
+	}
+	out := bufPool.Get().(*bytes.Buffer)
+	defer putBuf(out)
+	out.Reset()
+	var msg wire.Message
+	reply, _, ref := s.answer(ctx, x, h, peer, request, nil, &msg, out)
+	if ref != nil {
+		return e.refused(ctx, x, ref)
+	}
+	defer s.leave()
+	return bytes.Clone(reply)
 }
 
-// mcpReply is the http.ResponseWriter of run: it keeps the reply.
-type mcpReply struct {
-	header http.Header
-	body   bytes.Buffer
+// refused counts and logs ref, a refusal of a tool call of x, and returns
+// its body.
+func (e mcpEngine) refused(ctx context.Context, x *exchange, ref *refusal) []byte {
+	e.s.refused(ctx, x, ref.reason, ref.detail, ref.log...)
+	return ref.reply()
 }
-
-func (w *mcpReply) Header() http.Header         { return w.header }
-func (w *mcpReply) WriteHeader(int)             {}
-func (w *mcpReply) Write(p []byte) (int, error) { return w.body.Write(p) }

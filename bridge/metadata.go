@@ -219,11 +219,6 @@ func (s *Server) metadataTooLarge(size int64) (string, *mapping.Error) {
 	}
 }
 
-// refuseMetadata answers 431 with e, from metadataTooLarge.
-func refuseMetadata(w http.ResponseWriter, e *mapping.Error) {
-	writeJSON(w, http.StatusRequestHeaderFieldsTooLarge, wire.AppendError(nil, wire.NullID, e))
-}
-
 // writeCapture sets the allowed response metadata of c as HTTP headers
 // on h; -bin values are base64 encoded. A nil c sets nothing.
 func writeCapture(h http.Header, c *dispatch.Capture, keys []string) {

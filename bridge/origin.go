@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"net/http"
 	"net/textproto"
 	"path"
@@ -290,26 +289,4 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request) {
 		h.Set("Access-Control-Allow-Private-Network", "true")
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// maxQuoted bounds the client's Origin or Host quoted in a refusal.
-const maxQuoted = 128
-
-// refuseOrigin answers 403 to a request refused for its Host or Origin
-// (what, the header's value v) and counts and logs it under reason; key is
-// the setting that would allow it.
-func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, reason, what, v, key string) {
-	x := &exchange{}
-	x.RequestID = requestID(r.Header.Get(RequestIDHeader))
-	w.Header().Set(RequestIDHeader, x.RequestID)
-	s.refused(r.Context(), x, reason, v)
-	if len(v) > maxQuoted {
-		v = v[:maxQuoted]
-	}
-	msg := what + " " + strconv.Quote(v) + " is not allowed (see " + key + ")"
-	if r.URL.Path == "/" {
-		writeJSON(w, http.StatusForbidden, wire.AppendError(nil, wire.NullID, wire.InvalidRequest(msg)))
-		return
-	}
-	writeJSON(w, http.StatusForbidden, append(wire.AppendString([]byte(`{"error":`), msg), '}'))
 }

@@ -10,15 +10,6 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
 
-// Shutdown refuses new WebSocket connections with HTTP 503 and closes
-// every open one with status 1001 (going away) once its calls and streams
-// have ended; those still running shortly before ctx's deadline (see
-// ws.Server.Shutdown) are closed with 1001 then, which cancels them. It
-// waits until the connections are gone or ctx ends, and is safe to call
-// more than once. It does not touch POST / calls: shut the http.Server
-// down for those, at the same time.
-func (s *Server) Shutdown(ctx context.Context) error { return s.ws.Shutdown(ctx) }
-
 // serveWS upgrades GET /ws to a WebSocket connection and serves JSON-RPC
 // on it until it closes. The upgrade request's forwarded headers and
 // timeout apply to every call on the connection; authentication, when
@@ -30,9 +21,7 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.ws.Shutdown(ctx)
 // nor the 503 of Shutdown.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		s.refused(r.Context(), x, "method_not_allowed", r.Method)
-		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":"WebSocket connections are opened with GET"}`))
+		s.refuse(w, r, x, methodNotAllowed(r, http.MethodGet, []byte(`{"error":"WebSocket connections are opened with GET"}`)))
 		return
 	}
 	if !headerHas(r.Header, "Connection", "upgrade") {
@@ -43,16 +32,18 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, x *exchange) {
 		s.notWebSocket(w, r, x, "no Upgrade: websocket header")
 		return
 	}
-	if !s.exchangeOf(w, r, x, false) {
+	if ref := s.exchangeOf(r.Header, r.RemoteAddr, x, false); ref != nil {
+		s.refuse(w, r, x, ref)
 		return
 	}
 	key := clientKey(r, x)
-	if !s.openWS(w, r, x, key) {
+	if ref := s.openWS(key); ref != nil {
+		s.refuse(w, r, x, ref)
 		return
 	}
 	defer s.closeWS(key)
 	var hold func(context.Context) string
-	if id := x.id; id != nil {
+	if id := x.caller(); id != nil {
 		// Closed (1008) once its identity is gone or changed, or its
 		// token expired or lost its key.
 		hold = func(ctx context.Context) string { return s.opts.Auth.Hold(ctx, r, id) }
@@ -85,8 +76,7 @@ func (f wsFront) Enter() (string, bool) {
 func (f wsFront) Leave() { f.s.leave() }
 
 func (f wsFront) Admit(x *dispatch.Exchange, n int) (string, bool) {
-	id, _ := x.Caller.(*auth.Caller)
-	if ref := f.s.admit(context.Background(), id, n); ref != nil { // the store bounds its own wait
+	if ref := f.s.admit(context.Background(), auth.CallerOf(x), n); ref != nil { // the store bounds its own wait
 		f.s.opts.Metrics.Refusal(ref.reason)
 		return ref.message, false
 	}

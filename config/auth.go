@@ -66,7 +66,7 @@ func ParseIdentities(path string, data []byte) ([]Identity, error) {
 
 // validateGuard checks the settings of authentication, limits, timeouts
 // and shutdown.
-func (s Settings) validateGuard() []error {
+func (s Settings) validateGuard(e Engine) []error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &KeyError{Key: key, Err: ErrInvalidValue, Reason: fmt.Sprintf(format, args...)})
@@ -76,7 +76,7 @@ func (s Settings) validateGuard() []error {
 			bad("auth.file", "%v", err)
 		}
 	}
-	errs = append(errs, s.validateJWT()...)
+	errs = append(errs, s.validateJWT(e)...)
 	if k := s.Auth.IdentityMetadataKey; !validMetadataKey(k) {
 		bad("auth.identity_metadata_key", "want a lower-case gRPC metadata key of a-z, 0-9, -, _ and ., not starting with grpc- nor ending in -bin, got %q", k)
 	}

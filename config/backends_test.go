@@ -88,7 +88,7 @@ backends:
 			t.Errorf("backends[%d]: got %+v, want %+v", i, got, want)
 		}
 	}
-	if got := s.LB(s.Backends[2]).Outlier.Backend().Codes; !slices.Equal(got, []grpccodes.Code{grpccodes.Internal, grpccodes.Internal, grpccodes.DataLoss}) {
+	if got := s.LB(s.Backends[2]).Outlier.StatusCodes(); !slices.Equal(got, []grpccodes.Code{grpccodes.Internal, grpccodes.Internal, grpccodes.DataLoss}) {
 		t.Errorf("backends[2]'s codes for package backend: %v", got)
 	}
 	printed, err := s.YAML()
@@ -155,7 +155,7 @@ func TestOutlierFlagsAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Outlier.Backend().Codes; !slices.Equal(got, []grpccodes.Code{grpccodes.Unavailable, grpccodes.ResourceExhausted}) {
+	if got := s.Outlier.StatusCodes(); !slices.Equal(got, []grpccodes.Code{grpccodes.Unavailable, grpccodes.ResourceExhausted}) {
 		t.Errorf("BRIDGE_OUTLIER_CODES: got %v", got)
 	}
 }

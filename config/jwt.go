@@ -11,8 +11,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/defaults"
 )
 
 // JWT is one identity provider whose JWT bearer tokens authenticate
@@ -33,7 +32,7 @@ type JWT struct {
 	// HTTPS certificate; empty means the system's roots.
 	CAFile string `yaml:"ca_file,omitempty"`
 	// Algorithms are the allowed alg values; empty means every
-	// asymmetric one (idp.Algorithms).
+	// asymmetric one (Engine.Algorithms).
 	Algorithms []string `yaml:"algorithms,omitempty"`
 	// ClockSkew is the leeway of exp, nbf and iat.
 	ClockSkew time.Duration `yaml:"-"`
@@ -59,8 +58,8 @@ func (j JWT) MarshalYAML() (any, error) {
 
 // Defaults of a provider's settings.
 const (
-	DefaultClockSkew   = idp.DefaultClockSkew
-	DefaultJWKSRefresh = idp.DefaultRefresh
+	DefaultClockSkew   = defaults.JWTClockSkew
+	DefaultJWKSRefresh = defaults.JWKSRefresh
 )
 
 // JWTProviders lists the identity providers: auth.jwt when its issuer is
@@ -121,7 +120,7 @@ func loadJWTProviders(v *viper.Viper, s *Settings) []error {
 }
 
 // validateJWT checks the identity providers and auth.resource.
-func (s Settings) validateJWT() []error {
+func (s Settings) validateJWT(e Engine) []error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &KeyError{Key: key, Err: ErrInvalidValue, Reason: fmt.Sprintf(format, args...)})
@@ -181,16 +180,16 @@ func (s Settings) validateJWT() []error {
 		for _, a := range j.Algorithms {
 			switch {
 			case strings.EqualFold(a, "none"), strings.HasPrefix(strings.ToUpper(a), "HS"):
-				bad(p+"algorithms", "%q is never accepted: keys come from a published key set, so only asymmetric algorithms (%s) verify", a, strings.Join(idp.Algorithms(), ", "))
-			case !slices.Contains(idp.Algorithms(), a):
-				bad(p+"algorithms", "want some of %s, got %q", strings.Join(idp.Algorithms(), ", "), a)
+				bad(p+"algorithms", "%q is never accepted: keys come from a published key set, so only asymmetric algorithms (%s) verify", a, strings.Join(e.Algorithms, ", "))
+			case e.Algorithms != nil && !slices.Contains(e.Algorithms, a):
+				bad(p+"algorithms", "want some of %s, got %q", strings.Join(e.Algorithms, ", "), a)
 			}
 		}
 		if j.ClockSkew < 0 || j.ClockSkew > 10*time.Minute {
 			bad(p+"clock_skew", "want 0s to 10m, got %s", j.ClockSkew)
 		}
 		if j.JWKSRefresh < 0 {
-			bad(p+"jwks_refresh", "must be positive (at least %s is honoured), got %s", idp.MinRefresh, j.JWKSRefresh)
+			bad(p+"jwks_refresh", "must be positive (at least %s is honoured), got %s", defaults.MinJWKSRefresh, j.JWKSRefresh)
 		}
 		for _, claim := range slices.Sorted(maps.Keys(j.ClaimsMetadata)) {
 			k := j.ClaimsMetadata[claim]
@@ -207,7 +206,7 @@ func (s Settings) validateJWT() []error {
 			metadataKeys[k] = p + claim
 		}
 		for _, sc := range j.Scopes {
-			if !bridge.ScopeToken(sc) {
+			if e.ScopeToken != nil && !e.ScopeToken(sc) {
 				bad(p+"scopes", "want scopes of printable ASCII without space, quote or backslash (RFC 6749 scope-tokens), got %q", sc)
 			}
 		}

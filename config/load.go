@@ -98,10 +98,10 @@ func register(flags *pflag.FlagSet, keep func(name string) bool) {
 // is fine), then BRIDGE_* variables, then the YAML file named by --config
 // or BRIDGE_CONFIG, then Defaults, and validates them. Every error names
 // the key, and the file when the value came from it; all of them are the
-// user's to fix. Each check adds the problems that only its caller can
-// judge (such as which header names may be forwarded), named like the
-// others.
-func Load(flags *pflag.FlagSet, checks ...func(Settings) []error) (Settings, error) {
+// user's to fix. e checks what only the bridge's packages know (see
+// Engine); each check adds the problems that only its caller can judge
+// (such as which header names may be forwarded), named like the others.
+func Load(flags *pflag.FlagSet, e Engine, checks ...func(Settings) []error) (Settings, error) {
 	v := viper.New()
 	v.SetEnvPrefix(envPrefix)
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_", ".", "_"))
@@ -143,7 +143,7 @@ func Load(flags *pflag.FlagSet, checks ...func(Settings) []error) (Settings, err
 	s.normalize()
 	// A key that failed to decode kept its default, so Validate reports
 	// only the other problems.
-	if err := s.Validate(); err != nil {
+	if err := s.Validate(e); err != nil {
 		errs = append(errs, err.(interface{ Unwrap() []error }).Unwrap()...)
 	}
 	for _, check := range checks {

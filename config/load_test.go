@@ -40,7 +40,7 @@ func load(t *testing.T, args []string, env map[string]string, file string) (Sett
 	if err := fs.Parse(expanded); err != nil {
 		t.Fatalf("parsing %v: %v", expanded, err)
 	}
-	s, err := Load(fs)
+	s, err := Load(fs, testEngine)
 	return s, path, err
 }
 
@@ -235,7 +235,7 @@ func TestRegisterExcept(t *testing.T) {
 	if f := fs.Lookup("listen"); f == nil || f.DefValue != "127.0.0.1:8080" {
 		t.Errorf("got --listen %v, want default 127.0.0.1:8080", f)
 	}
-	s, err := Load(fs)
+	s, err := Load(fs, testEngine)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/defaults"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -32,25 +32,20 @@ type Outlier struct {
 }
 
 func defaultOutlier() Outlier {
-	d := backend.DefaultOutlier()
-	o := Outlier{ConsecutiveFailures: d.ConsecutiveFailures, EjectionTime: d.EjectionTime,
-		MaxEjectionTime: d.MaxEjectionTime, MaxEjectionPercent: d.MaxEjectionPercent}
-	for _, c := range d.Codes {
-		o.Codes = append(o.Codes, mapping.CodeName(c))
-	}
-	return o
+	return Outlier{ConsecutiveFailures: defaults.OutlierConsecutiveFailures, Codes: []string{defaults.OutlierCode},
+		EjectionTime: defaults.OutlierEjectionTime, MaxEjectionTime: defaults.OutlierMaxEjectionTime,
+		MaxEjectionPercent: defaults.OutlierMaxEjectionPercent}
 }
 
-// Backend returns o as package backend takes it; o must be valid.
-func (o Outlier) Backend() *backend.Outlier {
-	b := &backend.Outlier{ConsecutiveFailures: o.ConsecutiveFailures, EjectionTime: o.EjectionTime,
-		MaxEjectionTime: o.MaxEjectionTime, MaxEjectionPercent: o.MaxEjectionPercent}
+// StatusCodes returns the Codes of o as codes; o must be valid.
+func (o Outlier) StatusCodes() []codes.Code {
+	var out []codes.Code
 	for _, s := range o.Codes {
 		if c, ok := ParseCode(s); ok {
-			b.Codes = append(b.Codes, c)
+			out = append(out, c)
 		}
 	}
-	return b
+	return out
 }
 
 // ParseCode reads a gRPC status code by its canonical name

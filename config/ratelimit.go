@@ -5,20 +5,18 @@ import (
 	"os"
 	"slices"
 	"strings"
-
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit"
 )
 
 // validateRateLimitStore checks the rate limit store's keys: the URL's
 // form (never whether the store answers: the bridge starts without it)
 // and that the password file can be read.
-func (s Settings) validateRateLimitStore() []error {
+func (s Settings) validateRateLimitStore(e Engine) []error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &KeyError{Key: key, Err: ErrInvalidValue, Reason: fmt.Sprintf(format, args...)})
 	}
-	if s.RateLimitStore != "" {
-		if _, err := redislimit.ParseURL(s.RateLimitStore); err != nil {
+	if s.RateLimitStore != "" && e.CheckStoreURL != nil {
+		if err := e.CheckStoreURL(s.RateLimitStore); err != nil {
 			bad("rate_limit_store", "%v", err)
 		}
 	}
@@ -32,8 +30,8 @@ func (s Settings) validateRateLimitStore() []error {
 	if s.RateLimitStoreTimeout <= 0 {
 		bad("rate_limit_store_timeout", "must be positive, got %s", s.RateLimitStoreTimeout)
 	}
-	if !slices.Contains(redislimit.Fallbacks(), redislimit.Fallback(s.RateLimitStoreFallback)) {
-		bad("rate_limit_store_fallback", "want one of %v, got %q", redislimit.Fallbacks(), s.RateLimitStoreFallback)
+	if e.Fallbacks != nil && !slices.Contains(e.Fallbacks, s.RateLimitStoreFallback) {
+		bad("rate_limit_store_fallback", "want one of %v, got %q", e.Fallbacks, s.RateLimitStoreFallback)
 	}
 	return errs
 }

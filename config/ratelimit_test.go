@@ -43,7 +43,7 @@ func TestValidateRateLimitStore(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := Defaults()
 			tt.set(&s)
-			errs := s.validateRateLimitStore()
+			errs := s.validateRateLimitStore(testEngine)
 			if tt.key == "" {
 				if len(errs) > 0 {
 					t.Fatalf("got %v, want valid", errs)

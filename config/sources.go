@@ -7,7 +7,7 @@ import (
 	"path"
 	"time"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/defaults"
 )
 
 // Descriptors are files describing one backend's services, for backends
@@ -77,20 +77,19 @@ type Streaming struct {
 	WSOriginPatterns []string
 }
 
-// defaultStreaming are the defaults of bridge.Options, repeated here
-// because config does not import bridge (cmd's tests check they agree).
+// defaultStreaming are the defaults of bridge.Options (package defaults).
 func defaultStreaming() Streaming {
 	return Streaming{
-		MaxStreamMessages:       bridge.DefaultMaxStreamMessages,
-		MaxStreamBytes:          bridge.DefaultMaxStreamBytes,
-		StreamBuffer:            bridge.DefaultStreamBuffer,
-		StreamBufferBytes:       bridge.DefaultStreamBufferBytes,
-		WSBufferBytes:           bridge.DefaultWSBufferBytes,
-		SlowClientTimeout:       bridge.DefaultSlowClientTimeout,
-		MaxStreamsPerConnection: bridge.DefaultMaxStreamsPerConnection,
-		MaxCallsPerConnection:   bridge.DefaultMaxCallsPerConnection,
-		WSPingInterval:          bridge.DefaultWSPingInterval,
-		StreamKeepalive:         bridge.DefaultStreamKeepalive,
+		MaxStreamMessages:       defaults.MaxStreamMessages,
+		MaxStreamBytes:          defaults.MaxStreamBytes,
+		StreamBuffer:            defaults.StreamBuffer,
+		StreamBufferBytes:       defaults.StreamBufferBytes,
+		WSBufferBytes:           defaults.WSBufferBytes,
+		SlowClientTimeout:       defaults.SlowClientTimeout,
+		MaxStreamsPerConnection: defaults.MaxStreamsPerConnection,
+		MaxCallsPerConnection:   defaults.MaxCallsPerConnection,
+		WSPingInterval:          defaults.WSPingInterval,
+		StreamKeepalive:         defaults.StreamKeepalive,
 	}
 }
 

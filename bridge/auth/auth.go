@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
 )
@@ -112,17 +110,6 @@ type identity struct {
 	plain *Caller  // the Caller of its static tokens and certificates
 	print string   // its name and patterns, to tell a changed identity
 	views viewSlot // what it may call of the last table it was asked of
-}
-
-// A Caller is an authenticated identity, as one credential authenticates
-// as it: static tokens and certificates share their identity's, a JWT
-// has its own, with its expiry and claim metadata. It is a
-// dispatch.Caller.
-type Caller struct {
-	*identity
-	expires  time.Time // when its token stops verifying (exp and the clock skew); zero for static credentials
-	metadata []string  // claim metadata: key, value, key, value...
-	subject  string    // a JWT's issuer and subject (see Principal), "" for static credentials
 }
 
 type tokenEntry struct {
@@ -330,14 +317,6 @@ func (s *snapshot) byCert(c *x509.Certificate) *identity {
 	return nil
 }
 
-// Name is the identity's name.
-func (id *identity) Name() string { return id.name }
-
-// Index is the identity's place among every identity its Auth has known,
-// for state kept per identity in slices (see Auth.Len): the same name
-// keeps its index across reloads.
-func (id *identity) Index() int { return id.index }
-
 // Len is the number of identity indexes given so far: every Index is
 // below it. It grows when a reload brings new names.
 func (a *Auth) Len() int {
@@ -345,46 +324,6 @@ func (a *Auth) Len() int {
 	defer a.mu.Unlock()
 	return len(a.indexes)
 }
-
-// Allows reports whether id may call the method named name: a nil id
-// (authentication off) may call anything.
-func (id *Caller) Allows(name string) bool {
-	if id == nil {
-		return true
-	}
-	return id.allows(name)
-}
-
-func (id *identity) allows(name string) bool {
-	if id.all {
-		return true
-	}
-	for _, p := range id.allow {
-		if p.match(name) {
-			return true
-		}
-	}
-	return false
-}
-
-// Metadata returns the claim metadata of id, keys and values in turn
-// (key, value, key, value...); the caller must not change it.
-func (id *Caller) Metadata() []string { return id.metadata }
-
-// Principal names the caller more finely than its identity, which many
-// callers may share: a JWT's issuer and subject, or, for static
-// credentials and a token without sub, the identity's name. Sessions are
-// bound to it.
-func (id *Caller) Principal() string {
-	if id.subject != "" {
-		return id.subject
-	}
-	return id.name
-}
-
-// Expires is when id's token stops verifying (its exp, and the clock
-// skew); zero for a static credential.
-func (id *Caller) Expires() time.Time { return id.expires }
 
 // ClaimKeys are the metadata keys claims travel under (every provider's
 // ClaimsMetadata): a client's own values under them are dropped.
@@ -412,52 +351,4 @@ func (a *Auth) Pending() []string {
 		}
 	}
 	return out
-}
-
-// Changed is called when a provider's key set dropped a key: open
-// connections check their callers again (Hold).
-func (a *Auth) Changed() { a.notify() }
-
-// notify wakes every Hold.
-func (a *Auth) notify() {
-	ch := make(chan struct{})
-	if old := a.changed.Swap(&ch); old != nil {
-		close(*old)
-	}
-}
-
-// Hold waits while the credentials of r, which authenticated as id, still
-// do: it returns "" when ctx is done, or why they stopped (the token
-// expired, the identity is gone or changed, the token or key was
-// removed), in words for the client. It checks at every change of the
-// identities or of a key set, and when id's token expires.
-func (a *Auth) Hold(ctx context.Context, r *http.Request, id *Caller) string {
-	r = r.WithContext(ctx)
-	expiry := time.NewTimer(time.Hour)
-	defer expiry.Stop()
-	for {
-		changed := *a.changed.Load()
-		expiry.Stop()
-		var expired <-chan time.Time
-		if !id.expires.IsZero() {
-			expiry.Reset(time.Until(id.expires))
-			expired = expiry.C
-		}
-		select {
-		case <-ctx.Done():
-			return ""
-		case <-changed:
-		case <-expired:
-		}
-		now, fail := a.Authenticate(r)
-		switch {
-		case ctx.Err() != nil:
-			return ""
-		case fail != OK:
-			return fail.Message()
-		case now.print != id.print:
-			return "the caller's identity or its permissions changed; connect again"
-		}
-		id = now
-	}
 }

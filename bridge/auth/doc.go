@@ -19,7 +19,9 @@
 // Entry points: New (for cmd), Auth.Authenticate (the front door),
 // Binder.Bind (the engine). It imports the engine's types and the wire's
 // errors; it serves nothing itself. Files: auth.go (identities, their
-// snapshot, Authenticate, Hold), credential.go (credentials, failures,
-// patterns), jwt.go (JWTs to callers: selectors, the cache), guard.go
-// (the Binder and its Guard).
+// snapshot, Authenticate), caller.go (a Caller: its name, index, methods,
+// claims, principal and expiry), hold.go (Hold: a caller's credentials
+// watched over time), credential.go (credentials, failures, patterns),
+// jwt.go (JWTs to callers: selectors, the cache), guard.go (the Binder
+// and its Guard).
 package auth

@@ -60,6 +60,13 @@ func (s *viewSlot) of(id *identity, t *dispatch.Table, render func(dispatch.Cata
 	return v
 }
 
+// CallerOf is the Caller a front door stored in x (Exchange.Caller), nil
+// when authentication is off or x came through none.
+func CallerOf(x *dispatch.Exchange) *Caller {
+	id, _ := x.Caller.(*Caller)
+	return id
+}
+
 // Bind makes the guard of t.
 func (b Binder) Bind(t *dispatch.Table) dispatch.Guard { return &authGuard{b: b, t: t} }
 
@@ -72,7 +79,7 @@ func (*authGuard) Done(context.Context, *dispatch.Exchange, dispatch.Record) {}
 // method exists. Calls that did not come through the front door (no
 // caller) may call nothing.
 func (g *authGuard) Allow(x *dispatch.Exchange, name []byte, m *dispatch.Method) *mapping.Error {
-	id, _ := x.Caller.(*Caller)
+	id := CallerOf(x)
 	switch {
 	case id == nil:
 		return PermissionDenied
@@ -92,7 +99,7 @@ func (g *authGuard) Allow(x *dispatch.Exchange, name []byte, m *dispatch.Method)
 // an identity that may call every method, otherwise one listing only
 // what it may call, built on first use and kept with its view.
 func (g *authGuard) Document(x *dispatch.Exchange, t *dispatch.Table) ([]byte, *mapping.Error) {
-	id, _ := x.Caller.(*Caller)
+	id := CallerOf(x)
 	switch {
 	case id == nil:
 		return nil, PermissionDenied

@@ -189,6 +189,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return <-httpDone
 }
 
+// RegisterOnShutdown registers f to be called when Shutdown, the
+// listener stopped, shuts the http.Server down (http.Server's own).
+func (s *Server) RegisterOnShutdown(f func()) { s.HTTP.RegisterOnShutdown(f) }
+
 // Close closes the listener and every connection at once.
 func (s *Server) Close() error {
 	s.shutdown.Store(true)

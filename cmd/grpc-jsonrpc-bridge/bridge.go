@@ -3,17 +3,10 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"sync"
-	"syscall"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -26,8 +19,8 @@ import (
 )
 
 // serve runs the bridge described by s until ctx is done, then shuts it
-// down gracefully within s.ShutdownTimeout. Discovery runs in the
-// background and goes on (refresh_interval, SIGHUP, a backend
+// down gracefully within s.ShutdownTimeout (lifecycle.go). Discovery runs
+// in the background and goes on (refresh_interval, SIGHUP, a backend
 // reconnecting); once the first discovery of every backend has succeeded,
 // onReady (if not nil) is called with the HTTP listener's address. serve
 // returns nil after a clean shutdown, and an error if a service is offered
@@ -35,187 +28,104 @@ import (
 // services, nothing is discovered: they are installed before serving.
 func serve(ctx context.Context, s config.Settings, log *slog.Logger, logOut io.Writer, onReady func(net.Addr)) error {
 	setGCPercent()
+	p := &instance{s: s, log: log}
+	defer p.close()
+	if err := p.assemble(ctx, logOut); err != nil {
+		return err
+	}
+	return p.run(ctx, onReady)
+}
+
+// instance is what serve runs: the bridge, its front server and listener,
+// and what they were made of.
+type instance struct {
+	s       config.Settings
+	log     *slog.Logger
+	auth    *authentication
+	files   *bridgereflect.Registry // the services, when descriptor files give them
+	sources []bridgereflect.Source
+	watcher *bridgereflect.Watcher
+	metrics *bridge.Metrics
+	lis     net.Listener
+	srv     *bridge.Server
+	front   frontServer
+	closers []func() // run last first by close
+}
+
+// close runs the closers: the store, the backends' connections, tracing's
+// exporter and the access log, in that order, once the HTTP server has
+// stopped.
+func (p *instance) close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		p.closers[i]()
+	}
+}
+
+// assemble makes everything p serves, in the order that keeps what is
+// wrong with the settings or their files from listening: a bad
+// identities or key set file exits 2.
+func (p *instance) assemble(ctx context.Context, logOut io.Writer) error {
+	s, log := p.s, p.log
 	access, closeAccess, err := newAccessLog(s, logOut)
 	if err != nil {
 		return usageError(err)
 	}
-	defer closeAccess()          // after the HTTP server has stopped: deferred first
-	auth, err := newAuth(s, log) // before listening: a bad identities or key set file exits 2
-	if err != nil {
+	p.closers = append(p.closers, closeAccess)
+	if p.auth, err = newAuth(s, log); err != nil {
 		return usageError(err)
 	}
-	var files *bridgereflect.Registry // the services, when descriptor files give them
 	if s.Descriptors.Enabled() {
-		reg, err := loadDescriptors(ctx, s)
-		if err != nil {
+		if p.files, err = loadDescriptors(ctx, s); err != nil {
 			return usageError(err)
 		}
-		files = reg
 	}
-	// Deferred before the connections close, so run after them: the last
-	// spans are exported once the HTTP server has stopped.
+	// The last spans are exported once the HTTP server has stopped.
 	tr, err := newTracing(ctx, s.Tracing)
 	if err != nil {
 		return usageError(err)
 	}
-	defer tr.shutdown(context.WithoutCancel(ctx), log)
-	backends := s.BackendList()
-	sources := make([]bridgereflect.Source, 0, len(backends))
-	for _, b := range backends {
-		opts := append(tr.dialOptions(), bridge.BackendDialOptions(streamingOptions(bridge.Options{}, s))...)
-		conn, err := backendConn(b, s.LB(b), s.DirectCalls && tr == nil, s.BackendKeepalive, log, opts...)
+	p.closers = append(p.closers, func() { tr.shutdown(context.WithoutCancel(ctx), log) })
+	dial := bridge.BackendDialOptions(bridgeOptions(s, parts{}))
+	for _, b := range s.BackendList() {
+		conn, err := backendConn(b, s.LB(b), s.DirectCalls && tr == nil, s.BackendKeepalive, log, append(tr.dialOptions(), dial...)...)
 		if err != nil {
 			return usageError(err)
 		}
-		defer conn.Close()
-		sources = append(sources, bridgereflect.Source{Name: backendName(b), Conn: conn, Include: b.Include, Exclude: b.Exclude})
+		p.closers = append(p.closers, func() { conn.Close() })
+		p.sources = append(p.sources, bridgereflect.Source{Name: backendName(b), Conn: conn, Include: b.Include, Exclude: b.Exclude})
 	}
-	lis, err := listen(s, log)
-	if err != nil {
+	if p.lis, err = listen(s, log); err != nil {
 		return err
 	}
 	// Logged before discovery starts, so that it always comes first.
-	names := make([]string, len(sources))
-	for i, src := range sources {
+	names := make([]string, len(p.sources))
+	for i, src := range p.sources {
 		names[i] = src.Name
 	}
-	log.Info("listening", "addr", lis.Addr().String(), "tls", s.TLS.Enabled(), "backends", names)
-	watcher := bridgereflect.NewWatcher(sources, bridgereflect.WatchOptions{
-		Interval: s.RefreshInterval,
-		Retry:    bridgereflect.RetryOptions{Logger: log},
-	})
-	var conn grpc.ClientConnInterface // every Catalog routes its methods; one backend is the fallback
-	if len(sources) == 1 {
-		conn = sources[0].Conn
-	}
-	metrics, err := newMetrics(s, sources, watcher)
-	if err != nil {
+	log.Info("listening", "addr", p.lis.Addr().String(), "tls", s.TLS.Enabled(), "backends", names)
+	p.watcher = bridgereflect.NewWatcher(p.sources, bridgereflect.WatchOptions{Interval: s.RefreshInterval, Retry: bridgereflect.RetryOptions{Logger: log}})
+	if p.metrics, err = newMetrics(s, p.sources, p.watcher); err != nil {
 		return failure(err)
 	}
-	if auth.auth != nil {
-		if err := metrics.WatchAuthReloads(auth.files.Errors); err != nil {
+	if p.auth.auth != nil {
+		if err := p.metrics.WatchAuthReloads(p.auth.files.Errors); err != nil {
 			return failure(err)
 		}
 	}
-	store, err := newRateLimitStore(s, auth.auth, metrics, log)
+	store, err := newRateLimitStore(s, p.auth.auth, p.metrics, log)
 	if err != nil {
 		return usageError(err)
 	}
 	if store != nil {
-		defer store.Close()
+		p.closers = append(p.closers, func() { store.Close() })
 	}
-	srv := bridge.New(conn, guardOptions(streamingOptions(bridge.Options{
-		Version:          version(),
-		MaxBodyBytes:     s.MaxBodyBytes,
-		MaxBatchSize:     s.MaxBatchSize,
-		BatchParallelism: s.BatchParallelism,
-		CallTimeout:      s.CallTimeout,
-		MaxCallTimeout:   s.MaxCallTimeout,
-		Metadata:         bridge.Metadata{RequestHeaders: s.Metadata.RequestHeaders, ResponseHeaders: s.Metadata.ResponseHeaders},
-		MaxMetadataBytes: s.MaxMetadataBytes,
-		ReadinessDetails: withAuthDetails(withStoreDetails(readiness(s, watcher, sources), store), auth),
-		EmitUnpopulated:  s.EmitUnpopulated,
-		Document:         documentInfo(s, dialable(lis.Addr())),
-		Logger:           log,
-		DisableMCP:       !s.MCP,
-		MCPStateless:     s.MCPStateless,
-	}, s), s, auth, metrics, access, store))
-	httpSrv := httpServer(tr.handler(srv), s, log)
-	httpSrv.RegisterOnShutdown(srv.CloseMCP) // Shutdown would wait for the MCP sessions' open streams
-	front := newFront(httpSrv, s)
-
-	// Every goroutine is waited for before the connections close; cancel
-	// (run first) stops discovery and the SIGHUP loop, and Serve stops by
-	// Shutdown or on its own.
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if files != nil { // nothing to discover: ready before serving
-		srv.Update(files)
-		descriptorsLoaded(metrics, sources, time.Now())
-		log.Info("serving the services of the descriptor files", "methods", len(files.Methods()))
-		if onReady != nil {
-			onReady(lis.Addr())
-		}
+	var conn grpc.ClientConnInterface // every Catalog routes its methods; one backend is the fallback
+	if len(p.sources) == 1 {
+		conn = p.sources[0].Conn
 	}
-	wg.Go(func() { auth.run(ctx) }) // the providers' keys, and reloads of the files as they change
-	discovered := make(chan error, 1)
-	wg.Go(func() {
-		if files != nil {
-			return
-		}
-		var once sync.Once
-		discovered <- watcher.Run(ctx, func(c *bridgereflect.Catalog) {
-			srv.Update(c)
-			if onReady != nil {
-				once.Do(func() { onReady(lis.Addr()) })
-			}
-		})
-	})
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	wg.Go(func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				auth.reload()
-				if files != nil {
-					log.Info("SIGHUP: rereading the descriptor files")
-					if reloadDescriptors(ctx, s, srv, log) {
-						descriptorsLoaded(metrics, sources, time.Now())
-					}
-					continue
-				}
-				log.Info("SIGHUP: rediscovering the backends' services")
-				watcher.Refresh()
-			}
-		}
-	})
-	wg.Go(func() { trimWhenIdle(ctx, srv.Served, idleTrim, freeMemory) })
-	served := make(chan error, 1)
-	wg.Go(func() { served <- front.Serve(lis) })
-
-	var runErr error
-	select {
-	case err := <-served:
-		return failure(fmt.Errorf("serving HTTP: %w", err))
-	case err := <-discovered:
-		if err != nil { // nil: ctx is done
-			runErr = failure(err)
-			log.Error("cannot serve these backends together", "error", err)
-		}
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", "delay", s.ShutdownDelay.String(), "timeout", s.ShutdownTimeout.String())
-	cancel()
-	drain(context.WithoutCancel(ctx), s, srv, log)
-	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), s.ShutdownTimeout)
-	defer stop()
-	// WebSocket connections are hijacked: http.Server.Shutdown neither
-	// closes nor waits for them. They close (1001) as their calls end,
-	// while the HTTP requests in flight finish.
-	wsDone := make(chan error, 1)
-	wg.Go(func() { wsDone <- srv.Shutdown(shutdownCtx) })
-	if err := front.Shutdown(shutdownCtx); err != nil {
-		front.Close()
-		stop() // closes the WebSocket connections at once
-		<-wsDone
-		return failure(fmt.Errorf("shutdown: requests still running after %s: %w", s.ShutdownTimeout, err))
-	}
-	if err := <-wsDone; err != nil {
-		return failure(fmt.Errorf("shutdown: WebSocket connections still open after %s: %w", s.ShutdownTimeout, err))
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return failure(fmt.Errorf("serving HTTP: %w", err))
-	}
-	if runErr != nil {
-		return runErr
-	}
-	log.Info("stopped")
+	p.srv = bridge.New(conn, bridgeOptions(s, parts{log: log, access: access, auth: p.auth, metrics: p.metrics, store: store, http: true,
+		readiness: withAuthDetails(withStoreDetails(readiness(s, p.watcher, p.sources), store), p.auth), addr: dialable(p.lis.Addr())}))
+	p.front = newFront(httpServer(tr.handler(p.srv), s, log), s)
 	return nil
 }
 
@@ -249,7 +159,7 @@ func backendConn(b config.Backend, lb config.LB, direct bool, ka config.Keepaliv
 		ResolveInterval: lb.ResolveInterval,
 		HealthCheck:     lb.HealthCheck,
 		HealthService:   lb.HealthService,
-		Outlier:         lb.Outlier.Backend(),
+		Outlier:         outlier(lb.Outlier),
 		Direct:          direct,
 		DialOptions:     opts,
 		DirectOptions: backend.DirectOptions{Creds: creds, Logger: log,

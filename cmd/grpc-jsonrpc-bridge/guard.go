@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,9 +11,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/explorer"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/h1"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
@@ -68,34 +65,6 @@ func newMetrics(s config.Settings, sources []bridgereflect.Source, watcher *brid
 	return m, nil
 }
 
-// guardOptions fills the authentication, limit and observability options
-// of o from s.
-func guardOptions(o bridge.Options, s config.Settings, auth *authentication, m *bridge.Metrics, access *slog.Logger, store *redislimit.Limiter) bridge.Options {
-	if auth != nil {
-		o = auth.options(o, s)
-	}
-	o.IdentityMetadataKey = s.Auth.IdentityMetadataKey
-	o.MaxInFlight = s.MaxInFlight
-	o.MaxResponseBytes = s.MaxResponseBytes
-	o.RateLimit = float64(s.RateLimit)
-	o.RateBurst = s.RateBurst
-	if store != nil {
-		o.RateLimiter = store
-	}
-	o.BodyTimeout = s.BodyTimeout
-	o.ReplyTimeout = s.ReplyTimeout
-	o.MaxBodyReadsPerClient = s.MaxBodyReadsPerClient
-	o.MaxBodyReadsPerConnection = s.MaxBodyReadsPerConnection
-	o.MaxWSConnections = s.MaxWSConnections
-	o.MaxWSConnectionsPerClient = s.MaxWSConnectionsPerClient
-	o.Metrics = m
-	if s.Explorer {
-		o.Explorer = explorer.Handler()
-	}
-	o.AccessLog = access
-	return o
-}
-
 // httpServer is the HTTP server of h with the timeouts of s, and its
 // limit of streams per HTTP/2 connection. It speaks HTTP/1.1 and HTTP/2:
 // over TLS by ALPN, and on a plain listener HTTP/2 with prior knowledge
@@ -120,9 +89,8 @@ func httpServer(h http.Handler, s config.Settings, log *slog.Logger) *http.Serve
 // frontServer is the HTTP server serve runs: net/http's, or bridge/h1 in
 // front of it.
 type frontServer interface {
+	bridge.FrontServer
 	Serve(net.Listener) error
-	Shutdown(context.Context) error
-	Close() error
 	SetKeepAlivesEnabled(bool)
 }
 
@@ -132,28 +100,6 @@ func newFront(hs *http.Server, s config.Settings) frontServer {
 		return h1.New(hs)
 	}
 	return hs
-}
-
-// drain starts a graceful shutdown: /readyz answers 503 at once, and the
-// bridge keeps serving for s.ShutdownDelay (or until ctx is done) before
-// the caller stops accepting connections. Idle keep-alive connections
-// stay open meanwhile: a proxy's next request on one is answered, with
-// Connection: close (bridge.Server.ServeHTTP), never lost to a connection
-// closed under it. A proxy whose idle upstream connections time out
-// within the delay (deploy/nginx/bridge.conf: keepalive_timeout) has none
-// left when it ends.
-func drain(ctx context.Context, s config.Settings, srv *bridge.Server, log *slog.Logger) {
-	srv.Drain()
-	if s.ShutdownDelay <= 0 {
-		return
-	}
-	log.Info("draining: /readyz answers 503; still serving", "delay", s.ShutdownDelay.String())
-	t := time.NewTimer(s.ShutdownDelay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // descriptorsLoaded tells m that the descriptor files were loaded at t:

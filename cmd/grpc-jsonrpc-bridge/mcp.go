@@ -73,9 +73,9 @@ func serveMCP(ctx context.Context, s config.Settings, log *slog.Logger, logOut i
 		return usageError(errors.New("no descriptor source: give --backend HOST:PORT, --protoset FILE or --proto FILE"))
 	}
 	sources := make([]bridgereflect.Source, 0, len(backends))
+	dial := bridge.BackendDialOptions(bridgeOptions(s, parts{}))
 	for _, b := range backends {
-		opts := bridge.BackendDialOptions(streamingOptions(bridge.Options{}, s))
-		conn, err := backendConn(b, s.LB(b), s.DirectCalls, s.BackendKeepalive, log, opts...)
+		conn, err := backendConn(b, s.LB(b), s.DirectCalls, s.BackendKeepalive, log, dial...)
 		if err != nil {
 			return usageError(err)
 		}
@@ -86,16 +86,7 @@ func serveMCP(ctx context.Context, s config.Settings, log *slog.Logger, logOut i
 	if len(sources) == 1 {
 		conn = sources[0].Conn
 	}
-	srv := bridge.New(conn, guardOptions(streamingOptions(bridge.Options{
-		Version:          version(),
-		MaxBodyBytes:     s.MaxBodyBytes,
-		CallTimeout:      s.CallTimeout,
-		MaxCallTimeout:   s.MaxCallTimeout,
-		Metadata:         bridge.Metadata{RequestHeaders: s.Metadata.RequestHeaders},
-		MaxMetadataBytes: s.MaxMetadataBytes,
-		EmitUnpopulated:  s.EmitUnpopulated,
-		Logger:           log,
-	}, s), s, nil, nil, access, nil))
+	srv := bridge.New(conn, bridgeOptions(s, parts{log: log, access: access}))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

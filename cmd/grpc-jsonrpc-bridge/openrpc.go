@@ -218,31 +218,3 @@ func reloadDescriptors(ctx context.Context, s config.Settings, srv *bridge.Serve
 	log.Info("reloaded the descriptor files", "methods", len(reg.Methods()))
 	return true
 }
-
-// streamingOptions fills the streaming and WebSocket limits of o from s,
-// and the browser checks (origins and hosts).
-func streamingOptions(o bridge.Options, s config.Settings) bridge.Options {
-	st := s.Streaming
-	o.MaxStreamMessages = st.MaxStreamMessages
-	o.MaxStreamBytes = st.MaxStreamBytes
-	o.WSMaxMessageBytes = st.WSMaxMessageBytes
-	o.StreamBuffer = st.StreamBuffer
-	o.StreamBufferBytes = st.StreamBufferBytes
-	o.WSBufferBytes = st.WSBufferBytes
-	o.SlowClientTimeout = st.SlowClientTimeout
-	o.MaxStreamsPerConnection = st.MaxStreamsPerConnection
-	o.MaxCallsPerConnection = st.MaxCallsPerConnection
-	o.WSPingInterval = st.WSPingInterval
-	if o.WSPingInterval == 0 {
-		o.WSPingInterval = -1 // 0s turns pings off, where bridge's zero means its default
-	}
-	o.StreamKeepalive = st.StreamKeepalive
-	if o.StreamKeepalive == 0 {
-		o.StreamKeepalive = -1 // 0s turns keepalives off, where bridge's zero means its default
-	}
-	o.StreamTimeout = st.StreamTimeout
-	o.WSOriginPatterns = st.WSOriginPatterns
-	o.CORSOrigins = s.Origins.CORSOrigins
-	o.AllowedHosts = s.EffectiveAllowedHosts()
-	return o
-}

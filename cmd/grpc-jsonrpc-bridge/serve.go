@@ -94,7 +94,7 @@ func checkConfig(ctx context.Context, s config.Settings, stdout, stderr io.Write
 // loadSettings loads and validates the settings of cmd, including what
 // only the bridge can judge: the metadata header names.
 func loadSettings(cmd *cobra.Command) (config.Settings, error) {
-	return config.Load(cmd.Flags(), checkHeaders)
+	return config.Load(cmd.Flags(), engine(), checkHeaders)
 }
 
 // settingsAndLogger are the settings of cmd and the command's logger on
