@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/defaults"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config/defaults"
 )
 
 // DefaultIdentityMetadataKey is the gRPC metadata key under which the

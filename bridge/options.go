@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/defaults"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config/defaults"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/defaults"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config/defaults"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/defaults"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config/defaults"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 

@@ -7,7 +7,7 @@ import (
 	"path"
 	"time"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/defaults"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config/defaults"
 )
 
 // Descriptors are files describing one backend's services, for backends
