@@ -53,7 +53,7 @@ func (s *Server) fill(r *http.Request, x *exchange, single bool) error {
 	if err != nil {
 		return err
 	}
-	d, ok, err := s.requestTimeout(r.Header)
+	d, ok, err := s.askedTimeout(r.Header) // dispatch holds it to max_call_timeout
 	if err != nil {
 		return err
 	}

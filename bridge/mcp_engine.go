@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/mcp"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
@@ -272,7 +273,7 @@ func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMes
 		peer = c.peer
 	}
 	if onMessage != nil {
-		x.OnMessage = func(m []byte) { onMessage(json.RawMessage(m)) }
+		x.Streams = mcpProgress(onMessage)
 	}
 	r := (&http.Request{
 		Method: http.MethodPost, URL: &url.URL{Path: "/mcp"}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
@@ -282,6 +283,23 @@ func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMes
 	w := &mcpReply{header: make(http.Header)}
 	s.serveRPC(w, r, x)
 	return w.body.Bytes()
+}
+
+// mcpProgress is the dispatch.Streams of a tool call that reports
+// progress: a server stream is answered in one reply, and each message
+// goes to the function (mcp's progress notifications) as it arrives.
+type mcpProgress func(json.RawMessage)
+
+func (p mcpProgress) Stream(m *dispatch.Method, _ *wire.Request) (dispatch.Mode, dispatch.Sink) {
+	if m.Kind != dispatch.ServerStream {
+		return dispatch.Collect, nil
+	}
+	return dispatch.Collect, p
+}
+
+func (p mcpProgress) Send(_ context.Context, msg []byte) error {
+	p(json.RawMessage(msg))
+	return nil
 }
 
 // mcpReply is the http.ResponseWriter of run: it keeps the reply.

@@ -2,7 +2,6 @@ package ws
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -19,10 +18,9 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
-// Causes of the end of a WebSocket connection's context.
-var (
-	errConnClosed = errors.New("bridge: the WebSocket connection closed")
-)
+// errConnClosed is the cause of the end of a WebSocket connection's
+// context, and so of its streams' (never told: nobody reads them).
+var errConnClosed = &dispatch.StreamEnd{Err: wire.Status(codes.Canceled, "CONNECTION_CLOSED", "the connection closed")}
 
 // wsConns counts the open WebSocket connections, for Shutdown. Its zero
 // value is ready to use.
@@ -157,6 +155,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Excha
 		slots:   make(chan struct{}, s.opts.MaxCallsPerConnection),
 		streams: make(map[string]*stream),
 	}
+	c.buffered.out.Limit, c.buffered.out.Name = s.opts.WSBufferBytes, "ws_buffer_bytes"
 	// The connection outlives neither the server nor its own context, but
 	// it does outlive the handler's request context once hijacked.
 	c.ctx, c.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
@@ -334,23 +333,13 @@ func (c *wsConn) release(n int) {
 	}
 }
 
-// wsFrame is one frame being answered on a connection: the Session of
-// its calls.
+// wsFrame is one frame being answered on a connection: the
+// dispatch.Streams of its calls (stream.go).
 type wsFrame struct {
 	conn *wsConn
 
 	mu     sync.Mutex
 	opened []*stream // streams whose ids the frame's reply carries
-}
-
-// Open is dispatch.Session's: it opens a stream on the frame's connection.
-func (f *wsFrame) Open(ctx context.Context, t *dispatch.Table, m *dispatch.Method, r wire.Request, dst []byte) ([]byte, mapping.Code) {
-	return f.conn.open(f, t, m, &r, dst)
-}
-
-// Control is dispatch.Session's: rpc.stream.* on the connection's streams.
-func (f *wsFrame) Control(r wire.Request, dst []byte) ([]byte, mapping.Code) {
-	return f.conn.control(&r, dst)
 }
 
 // add records that the reply to f carries the id of st.
@@ -381,7 +370,7 @@ func (f *wsFrame) replied() {
 func (c *wsConn) dispatch(msg *wire.Message, perr *mapping.Error, n int) {
 	f := &wsFrame{conn: c}
 	x := *c.x
-	x.Session = f
+	x.Streams = f
 	answer := func(reply []byte) { // a short reply, never dropped
 		c.wg.Go(func() {
 			defer c.release(n)
@@ -503,7 +492,7 @@ func (c *wsConn) countReply(n int64, refusable bool) bool {
 		return false
 	}
 	b.replies += n
-	b.out += n
+	b.out.Add(n)
 	return true
 }
 
@@ -512,13 +501,9 @@ func (c *wsConn) countReply(n int64, refusable bool) bool {
 func (c *wsConn) uncountReply(n int64) {
 	b := &c.buffered
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.replies -= n
-	b.out -= n
-	if b.room != nil {
-		close(b.room)
-		b.room = nil
-	}
+	b.mu.Unlock()
+	b.out.Done(n)
 }
 
 // repliesUnread is the error of each call whose reply did not fit in
