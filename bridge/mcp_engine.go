@@ -290,7 +290,7 @@ func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMes
 // goes to the function (mcp's progress notifications) as it arrives.
 type mcpProgress func(json.RawMessage)
 
-func (p mcpProgress) Stream(m *dispatch.Method, _ *wire.Request) (dispatch.Mode, dispatch.Sink) {
+func (p mcpProgress) Stream(m *dispatch.Method, _ wire.Request) (dispatch.Mode, dispatch.Sink) {
 	if m.Kind != dispatch.ServerStream {
 		return dispatch.Collect, nil
 	}

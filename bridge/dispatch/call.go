@@ -234,7 +234,7 @@ func (e *Engine) prepare(ctx context.Context, t *Table, x *Exchange, c *call, bu
 			return e.fail(c, dst, wsOnly(r.Method)), false
 		}
 		var out []byte
-		out, c.rec.Code = d.Control(r, dst)
+		out, c.rec.Code = d.Control(*r, dst)
 		return out, false
 	}
 	switch {
@@ -243,10 +243,10 @@ func (e *Engine) prepare(ctx context.Context, t *Table, x *Exchange, c *call, bu
 	case m == nil:
 		return e.fail(c, dst, methodNotFound(t, r.Method)), false
 	case m.Kind != Unary && x.Streams != nil && !r.Notification():
-		c.mode, c.sink = x.Streams.Stream(m, r)
+		c.mode, c.sink = x.Streams.Stream(m, *r)
 		if c.mode == Detach {
 			var out []byte
-			out, c.rec.Code = x.Streams.(Detacher).Detach(ctx, t, m, r, dst)
+			out, c.rec.Code = x.Streams.(Detacher).Detach(ctx, t, m, *r, dst)
 			return out, false
 		}
 	}

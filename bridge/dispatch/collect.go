@@ -110,12 +110,14 @@ func (e *Engine) collect(ctx context.Context, t *Table, x *Exchange, m *Method, 
 	if err != nil {
 		return nil, err
 	}
-	c := collector{e: e, res: res, progress: progress, many: m.Kind != ClientStream}
+	c := &collector{e: e, res: *res, progress: progress, many: m.Kind != ClientStream}
 	if c.many {
 		c.dst = append(c.dst, '[')
 	}
 	c.start = len(c.dst)
-	if _, err = st.Pump(&c); err != nil {
+	_, err = st.Pump(c)
+	*res = c.res // a copy, so that the call's res stays where it is (on the stack of a single call)
+	if err != nil {
 		return c.dst, err
 	}
 	if !c.many {
@@ -135,7 +137,7 @@ type collector struct {
 	dst      []byte
 	start, n int
 	many     bool
-	res      *reservation
+	res      reservation
 	progress Sink // nil, or what sees each response as it arrives
 }
 

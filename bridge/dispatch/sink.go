@@ -53,11 +53,12 @@ const (
 // Streams is the transport's end of the calls of streaming methods, set
 // in Exchange.Streams.
 type Streams interface {
-	// Stream is asked, for each call r of the streaming method m that
+	// Stream is asked, for each call r (a copy: nothing of the call
+	// escapes through it) of the streaming method m that
 	// passed its guards, how it is answered and, for Collect and Live,
 	// where its messages go (nil for none). It is the one place a
 	// transport decides that a call is live.
-	Stream(m *Method, r *wire.Request) (Mode, Sink)
+	Stream(m *Method, r wire.Request) (Mode, Sink)
 }
 
 // An Opener is the Sink of a call answered Live: Open is told once,
@@ -76,8 +77,8 @@ type Detacher interface {
 	// Detach opens a stream for the call r of m (OpenStream) and
 	// appends the reply that carries its id, or its error; it returns
 	// the reply's code.
-	Detach(ctx context.Context, t *Table, m *Method, r *wire.Request, dst []byte) ([]byte, mapping.Code)
+	Detach(ctx context.Context, t *Table, m *Method, r wire.Request, dst []byte) ([]byte, mapping.Code)
 	// Control answers r, a call of a stream method (rpc.stream.*), and
 	// returns the reply's code.
-	Control(r *wire.Request, dst []byte) ([]byte, mapping.Code)
+	Control(r wire.Request, dst []byte) ([]byte, mapping.Code)
 }

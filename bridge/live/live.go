@@ -114,7 +114,7 @@ type stream struct {
 
 // Stream is dispatch.Streams': a call of a server or bidi stream is
 // answered live; a client stream in one reply.
-func (l *stream) Stream(m *dispatch.Method, r *wire.Request) (dispatch.Mode, dispatch.Sink) {
+func (l *stream) Stream(m *dispatch.Method, _ wire.Request) (dispatch.Mode, dispatch.Sink) {
 	if m.Kind == dispatch.ServerStream || m.Kind == dispatch.BidiStream {
 		return dispatch.Live, l
 	}

@@ -73,7 +73,7 @@ type wsBuffered struct {
 // Stream is dispatch.Streams': a call of a streaming method opens a
 // stream, but for a client stream sent with all its requests, which is
 // answered in one reply.
-func (f *wsFrame) Stream(m *dispatch.Method, r *wire.Request) (dispatch.Mode, dispatch.Sink) {
+func (f *wsFrame) Stream(m *dispatch.Method, r wire.Request) (dispatch.Mode, dispatch.Sink) {
 	if m.Kind == dispatch.ClientStream && r.Params != nil {
 		return dispatch.Collect, nil
 	}
@@ -82,14 +82,14 @@ func (f *wsFrame) Stream(m *dispatch.Method, r *wire.Request) (dispatch.Mode, di
 
 // Detach is dispatch.Detacher's: it opens a stream on the frame's
 // connection.
-func (f *wsFrame) Detach(ctx context.Context, t *dispatch.Table, m *dispatch.Method, r *wire.Request, dst []byte) ([]byte, mapping.Code) {
-	return f.conn.open(f, t, m, r, dst)
+func (f *wsFrame) Detach(ctx context.Context, t *dispatch.Table, m *dispatch.Method, r wire.Request, dst []byte) ([]byte, mapping.Code) {
+	return f.conn.open(f, t, m, &r, dst)
 }
 
 // Control is dispatch.Detacher's: rpc.stream.* on the connection's
 // streams.
-func (f *wsFrame) Control(r *wire.Request, dst []byte) ([]byte, mapping.Code) {
-	return f.conn.control(r, dst)
+func (f *wsFrame) Control(r wire.Request, dst []byte) ([]byte, mapping.Code) {
+	return f.conn.control(&r, dst)
 }
 
 // open starts a stream for the call r of h and appends the reply that
