@@ -97,7 +97,7 @@ type Record struct {
 	Began        time.Time    // zero unless a Guard is a Timer
 	Notification bool
 	Invalid      bool // the request was not a valid request object
-	// Live is true for a stream answered live (Exchange.Live) once it
+	// Live is true for a stream answered live (Mode Live) once it
 	// opened, and Messages counts the messages it sent.
 	Live     bool
 	Messages int

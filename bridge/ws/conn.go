@@ -58,12 +58,12 @@ type Front interface {
 const Protocol = "jsonrpc"
 
 // A Server serves JSON-RPC on WebSocket connections: every frame is a
-// message for the engine; streams are opened, fed and read as the
-// engine's Session.
+// message for the engine; each frame is the dispatch.Streams of its
+// calls, and each stream a Sink of the engine's.
 type Server struct {
 	opts   Options
 	front  Front
-	engine *dispatch.Engine // for the statuses of streams
+	engine *dispatch.Engine // opens the streams (OpenStream)
 	conns  wsConns
 }
 
