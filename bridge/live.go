@@ -59,7 +59,9 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, 
 			Logger:            s.log,
 		}, liveFront{s})
 	})
-	if reply, answered := s.lives.Serve(w, r, &x.Exchange, msg, f, out.AvailableBuffer()); !answered {
+	m := new(wire.Message) // the engine, behind an interface, has it: serveRPC's stays on its stack
+	*m = *msg
+	if reply, answered := s.lives.Serve(w, r, &x.Exchange, m, f, out.AvailableBuffer()); !answered {
 		s.writeReply(w, r, http.NewResponseController(w), x, out, reply)
 	}
 }
