@@ -44,7 +44,8 @@ type Outbox struct {
 // NewOutbox returns an empty Outbox bounded by limits and, when shared is
 // not nil, by what is left of it.
 func NewOutbox(limits Limits, shared *Shared) *Outbox {
-	return &Outbox{limits: limits, shared: shared, wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	return &Outbox{limits: limits, shared: shared, wake: make(chan struct{}, 1), room: make(chan struct{}, 1),
+		q: make([][]byte, 0, min(max(limits.Messages, 1), 8))}
 }
 
 // A Shared bounds the bytes waiting for one client together (a WebSocket
@@ -99,13 +100,6 @@ func signal(c chan struct{}) {
 	case c <- struct{}{}:
 	default:
 	}
-}
-
-// Send is Put: an Outbox is the Sink of a stream whose messages need no
-// framing, and its Waiter.
-func (o *Outbox) Send(_ context.Context, b []byte) error {
-	o.Put(b)
-	return nil
 }
 
 // Put queues b, which the outbox keeps, for the writer. It does not wait:
@@ -208,15 +202,14 @@ func (o *Outbox) Close(last []byte) {
 // Wake is the channel that tells the writer something waits for it.
 func (o *Outbox) Wake() <-chan struct{} { return o.wake }
 
-// Take appends the messages waiting to batch (to be written, then counted
-// with Written) and returns them; once Close was called and nothing
-// waits before it, closed is true and last is Close's message.
+// Take returns the messages waiting (to be written, then counted with
+// Written), and keeps batch, emptied, for the next ones: the writer gives
+// back the batch it wrote. Once Close was called, closed is true and last
+// is Close's message, after the messages returned.
 func (o *Outbox) Take(batch [][]byte) (_ [][]byte, last []byte, closed bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	batch = append(batch, o.q...)
-	clear(o.q)
-	o.q = o.q[:0]
+	batch, o.q = o.q, batch[:0]
 	if o.closed {
 		last, o.last = o.last, nil
 	}
@@ -224,14 +217,15 @@ func (o *Outbox) Take(batch [][]byte) (_ [][]byte, last []byte, closed bool) {
 }
 
 // Written counts the messages of batch, which Take gave, no longer
-// waiting, and wakes Put.
+// waiting (and lets go of them), and wakes Wait.
 func (o *Outbox) Written(batch [][]byte) {
 	if len(batch) == 0 {
 		return
 	}
 	var size int64
-	for _, b := range batch {
+	for i, b := range batch {
 		size += int64(len(b))
+		batch[i] = nil
 	}
 	o.mu.Lock()
 	o.n -= len(batch)
@@ -243,7 +237,7 @@ func (o *Outbox) Written(batch [][]byte) {
 	signal(o.room)
 }
 
-// Fail records that the writer cannot write (the client is gone): Put
+// Fail records that the writer cannot write (the client is gone): Wait
 // refuses what comes.
 func (o *Outbox) Fail() {
 	o.mu.Lock()

@@ -28,7 +28,8 @@ type Sink interface {
 
 // A Waiter is a Sink that holds its stream back: Pump calls Wait before
 // it reads each response from the backend, and a Wait that returns an
-// error ends the stream with it, as Send's. An Outbox is one.
+// error ends the stream with it, as Send's: the Sinks of transports wait
+// on their Outbox.
 type Waiter interface {
 	Wait(ctx context.Context) error
 }

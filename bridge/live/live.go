@@ -147,7 +147,7 @@ func (l *stream) Wait(ctx context.Context) error { return l.out.Wait(ctx) }
 // reply. Each write (a message, a keepalive, what is left once the
 // stream ended) must finish within ReplyTimeout, past which the
 // connection (HTTP/1) or the stream (HTTP/2) is closed: a client that
-// stops reading is found by Put first, after SlowClientTimeout, and its
+// stops reading is found by Wait first, after SlowClientTimeout, and its
 // SLOW_CLIENT error then waits behind the write until ReplyTimeout. A
 // panic ends the stream, as a client gone does.
 func (l *stream) write() {
@@ -184,7 +184,7 @@ func (l *stream) write() {
 		}
 		var last []byte
 		var closed bool
-		batch, last, closed = l.out.Take(batch[:0])
+		batch, last, closed = l.out.Take(batch)
 		l.start(rc)
 		for _, b := range batch {
 			l.writeFrame(w, l.form.frame(b))
@@ -194,7 +194,6 @@ func (l *stream) write() {
 		}
 		l.flush(rc)
 		l.out.Written(batch)
-		clear(batch)
 		if closed {
 			if l.r.ProtoMajor == 1 { // the reply is written out under its deadline
 				_ = rc.Flush()
@@ -264,7 +263,7 @@ func (l *stream) flush(rc *http.ResponseController) {
 	}
 }
 
-// fail records that the client is gone: the call is cancelled, and Put
+// fail records that the client is gone: the call is cancelled, and Wait
 // refuses what comes.
 func (l *stream) fail() {
 	l.out.Fail()

@@ -287,14 +287,13 @@ func (c *wsConn) pump(st *stream) {
 		<-st.out.Wake()
 		var last []byte
 		var closed bool
-		batch, last, closed = st.out.Take(batch[:0])
+		batch, last, closed = st.out.Take(batch)
 		for _, b := range batch {
 			if ok && c.write(b) != nil {
 				ok = false // the connection is closing; drain out
 			}
 		}
 		st.out.Written(batch)
-		clear(batch)
 		if closed {
 			if ok && last != nil {
 				c.write(last)
