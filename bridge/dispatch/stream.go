@@ -87,7 +87,8 @@ var streamCodec = []grpc.CallOption{backend.StreamCodec}
 
 // send sends reqs, then what more gives, and half-closes the stream. A
 // failed send stops it: the stream's status comes from RecvMsg. A panic
-// ends the stream with -32603.
+// (on the sender's goroutine, which recovers it) ends the stream with
+// -32603.
 func (st *Stream) send(reqs []proto.Message, more Source) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -125,18 +126,13 @@ const keptRaw = 64 << 10
 // many responses sink took and the error that ended the stream: nil when
 // the backend completed it; the sink's when it refused a message; the
 // cause of the end of st's context (a StreamEnd), or the backend's
-// status otherwise. A panic ends the stream with -32603.
+// status otherwise. It does not recover panics: the goroutine it runs
+// on does (the engine's safely, a WebSocket stream's recv), once.
 func (st *Stream) Pump(sink Sink) (n int, err *mapping.Error) {
 	e, m, ctx := st.e, st.m, st.ctx
 	defer func() {
 		st.cancel(nil) // a stream sink ended, or a failed one: the backend sees it cancelled
 		st.sender.Wait()
-	}()
-	defer func() {
-		if p := recover(); p != nil {
-			e.opts.Logger.Error("panic in a stream", "method", m.Name, "panic", p, "stack", string(debug.Stack()))
-			err = wire.Internal
-		}
 	}()
 	var raw backend.Raw // the response as it came, transcoded to JSON at once
 	var msg []byte

@@ -2,6 +2,7 @@ package ws
 
 import (
 	"context"
+	"errors"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -14,10 +15,10 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
-// Causes of the end of a stream's context: each is the error of its
-// rpc.stream.end (see dispatch.StreamEnd).
+// Causes of the end of a stream's context: a StreamEnd is the error of
+// its rpc.stream.end.
 var (
-	errStreamDone        = &dispatch.StreamEnd{Err: wire.Internal} // the stream ended already: never told
+	errStreamDone        = errors.New("bridge: the stream ended") // never told: the end is sent already
 	errCancelledByClient = &dispatch.StreamEnd{Err: wire.Status(codes.Canceled, "CANCELLED_BY_CLIENT", "the stream was cancelled by the client")}
 	errPanic             = &dispatch.StreamEnd{Err: wire.Internal}
 )
@@ -254,18 +255,26 @@ func (st *stream) Send(_ context.Context, msg []byte) error {
 func (st *stream) Wait(ctx context.Context) error { return st.out.Wait(ctx) }
 
 // recv pumps the responses of st into its outbox once the reply that
-// opened it is written, then closes the outbox with the end notification.
+// opened it is written, then closes the outbox with the end notification
+// (-32603 after a panic, which it recovers).
 func (c *wsConn) recv(st *stream) {
+	var err *mapping.Error
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.opts.Logger.Error("panic in a stream", "method", st.h.Name, "panic", p, "stack", string(debug.Stack()))
+			err = wire.Internal
+		}
+		st.mu.Lock()
+		st.ended = true
+		st.mu.Unlock()
+		st.cancel(errStreamDone)
+		st.out.Close(wire.AppendStreamEnd(nil, st.id, err))
+	}()
 	select {
 	case <-st.ready:
 	case <-st.bs.Context().Done():
 	}
-	_, err := st.bs.Pump(st) // recovers its panics: the end is then -32603
-	st.mu.Lock()
-	st.ended = true
-	st.mu.Unlock()
-	st.cancel(errStreamDone)
-	st.out.Close(wire.AppendStreamEnd(nil, st.id, err))
+	_, err = st.bs.Pump(st)
 }
 
 // pump writes the notifications of st to the socket, in order, then its
