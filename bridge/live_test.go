@@ -16,6 +16,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 	"google.golang.org/grpc"
 )
 
@@ -298,7 +299,18 @@ func TestLiveDisconnect(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			key := fmt.Sprintf("gone-%d", i)
 			ctx, cancel := context.WithCancel(t.Context())
-			resp := postLiveCtx(t, ctx, f.client, f.url, acceptSSE, request(serverStream, `{"count":2,"hold":true,"key":"`+key+`"}`, 1), nil)
+			// The last call of the subtest before gives its slot back just
+			// after its client has read its reply: until then this one is
+			// refused (429), as any call would be.
+			var resp *http.Response
+			await.Until(t, waitTimeout, "the slot of the subtest before", func() bool {
+				resp = postLiveCtx(t, ctx, f.client, f.url, acceptSSE, request(serverStream, `{"count":2,"hold":true,"key":"`+key+`"}`, 1), nil)
+				if resp.StatusCode == http.StatusTooManyRequests {
+					io.Copy(io.Discard, resp.Body)
+					return false
+				}
+				return true
+			})
 			checkLiveHead(t, resp, acceptSSE)
 			lr := readLive(t, resp, acceptSSE)
 			lr.next(waitTimeout)
