@@ -327,16 +327,10 @@ func TestLiveDisconnect(t *testing.T) {
 				t.Fatalf("the backend stream was not cancelled within 1s of the client going away")
 			}
 			t.Logf("the backend saw its stream cancelled %s after the client went away", time.Since(start))
-			for {
-				code, b := postTo(t, f.client, f.url, request("helloworld.Greeter.SayHello", `{}`, 2))
-				if code == http.StatusOK {
-					break
-				}
-				if time.Since(start) > time.Second {
-					t.Fatalf("1s after the client went away: got HTTP %d %s, want the slot free", code, b)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			await.Until(t, time.Second-time.Since(start), "the slot free within 1s of the client going away", func() bool {
+				code, _ := postTo(t, f.client, f.url, request("helloworld.Greeter.SayHello", `{}`, 2))
+				return code == http.StatusOK
+			})
 		})
 	}
 }
@@ -547,19 +541,15 @@ func TestLiveGuards(t *testing.T) {
 	}
 	cancel()
 	var line map[string]any
-	deadline := time.Now().Add(waitTimeout)
-	for line == nil && time.Now().Before(deadline) {
+	await.Until(t, waitTimeout, "the access log line of the stream", func() bool {
 		for l := range strings.Lines(log.String()) {
 			var rec map[string]any
 			if json.Unmarshal([]byte(l), &rec) == nil && rec["msg"] == "call" && rec["method"] == serverStream && rec["identity"] == "streamer" {
 				line = rec
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if line == nil {
-		t.Fatalf("no access log line for the stream: %s", log.String())
-	}
+		return line != nil
+	})
 	if line["messages"] != 2.0 || line["code"] != 1.0 {
 		t.Errorf("access log line %v, want messages 2 and code 1 (the client went away)", line)
 	}
