@@ -31,7 +31,7 @@
 // The files of this package, each with one job: server.go (Options, their
 // defaults, New, Update, Handle), http.go (routes, POST /, GET
 // /openrpc.json), live.go (POST / up to package live: the form a
-// request offers, and live.Front), origin.go (Host, Origin,
+// request offers), origin.go (Host, Origin,
 // CORS), front.go (the request id and authentication: 401, and 503 while an
 // identity provider's keys never loaded), resource.go (the protected
 // resource metadata of RFC 9728, which every 401 names), exchange.go
@@ -73,7 +73,7 @@
 //	live.go      liveOf (a single call with an id whose Accept asks for
 //	             text/event-stream or NDJSON) → serveLive
 //	bridge/live  Serve: Exchange.Streams is the request's stream;
-//	             Front.Run (live.go) on the handler's goroutine
+//	             Front.Run (the engine's) on the handler's goroutine
 //	dispatch     Run → single: prepare (guards; Streams.Stream: Live for
 //	             a server or bidi stream, the one place a call is live;
 //	             params) → execute (deadline: StreamTimeout) → live

@@ -2,16 +2,14 @@ package bridge
 
 // This file hands the calls of POST / that ask for a live answer to
 // package live (bridge/live), as ws.go hands GET /ws to package ws: live
-// streams its replies, through the engine, which it reaches through
-// liveFront.
+// runs them through the engine (its live.Front) and streams their
+// replies.
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"sync"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/live"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
@@ -57,20 +55,13 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, 
 			Keepalive:         keepalive,
 			ReplyTimeout:      s.opts.ReplyTimeout,
 			Logger:            s.log,
-		}, liveFront{s})
+		}, s.engine) // past admit, a live call needs the engine alone
 	})
 	m := new(wire.Message) // the engine, behind an interface, has it: serveRPC's stays on its stack
 	*m = *msg
 	if reply, answered := s.lives.Serve(w, r, &x.Exchange, m, f, out.AvailableBuffer()); !answered {
 		s.writeReply(w, r, http.NewResponseController(w), x, out, reply)
 	}
-}
-
-// liveFront is the front door as a live stream sees it: the engine.
-type liveFront struct{ s *Server }
-
-func (f liveFront) Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte {
-	return f.s.run(ctx, msg, x, dst)
 }
 
 // notLive is the form of a request answered as ever.

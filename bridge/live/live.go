@@ -48,7 +48,8 @@ type Options struct {
 }
 
 // A Front is what a live stream needs of the front door its request came
-// through: the engine behind it.
+// through, once the front door admitted it: the engine behind it
+// (*dispatch.Engine is one).
 type Front interface {
 	// Run answers msg with x.
 	Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte

@@ -25,9 +25,10 @@ var (
 
 // stream is one call of a streaming method over WebSocket, a Sink of the
 // engine's: the engine opened its backend stream (dispatch.OpenStream),
-// which sends the request messages (Next gives those of rpc.stream.send);
-// two goroutines of the connection serve it: recv pumps the responses
-// into out, as rpc.stream.message notifications, then the end, and pump
+// whose sender (a goroutine of the engine's, for client and bidi streams)
+// sends the request messages, Next giving those of rpc.stream.send; two
+// goroutines of the connection serve it: recv pumps the responses into
+// out, as rpc.stream.message notifications, then the end, and pump
 // writes out to the socket.
 type stream struct {
 	id     string
