@@ -28,7 +28,7 @@ func (l *liveSet) drain() { l.Drain() }
 // for everything else, answered as ever. Whether the call is answered
 // live is the engine's to ask of live (a call of a server or bidi
 // stream), once the method is known.
-func (s *Server) liveOf(r *http.Request, msg *wire.Message) live.Form {
+func (s *Server) liveOf(r *http.Request, msg *wire.Message) liveForm {
 	if msg.Batch || msg.Single.ID == nil || msg.Single.Invalid != nil || r.URL.Path != "/" {
 		return live.None
 	}
@@ -42,7 +42,7 @@ func (s *Server) liveOf(r *http.Request, msg *wire.Message) live.Form {
 // serveLive answers msg, the request of r that offers the live form f,
 // after serveRPC took its slot: live (package live) once its stream
 // opens, as any reply when the engine answers it before.
-func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, msg *wire.Message, f live.Form, out *bytes.Buffer) {
+func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, msg *wire.Message, f liveForm, out *bytes.Buffer) {
 	s.lives.once.Do(func() {
 		keepalive := s.opts.StreamKeepalive
 		if keepalive < 0 {
@@ -64,5 +64,8 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, 
 	}
 }
 
-// notLive is the form of a request answered as ever.
+// liveForm is the live form a request offers (live.Form); notLive, none:
+// it is answered as ever.
+type liveForm = live.Form
+
 const notLive = live.None
