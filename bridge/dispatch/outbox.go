@@ -12,9 +12,10 @@ import (
 )
 
 // Limits bound the messages of a stream waiting for its client, in an
-// Outbox: Messages of them or Bytes of their bytes (one message always
-// goes when none waits); a message that finds no room for SlowClient ends
-// the stream with SLOW_CLIENT.
+// Outbox: the next is read from the backend only while fewer than
+// Messages of them and Bytes of their bytes wait (so one may take the
+// bytes past Bytes); a stream that finds no room for SlowClient ends with
+// SLOW_CLIENT.
 type Limits struct {
 	Messages   int           // stream_buffer
 	Bytes      int64         // stream_buffer_bytes
@@ -22,10 +23,11 @@ type Limits struct {
 }
 
 // An Outbox is the bounded queue of one stream's messages waiting for
-// its client: the stream waits for room (Wait) before it reads each
-// from the backend, its Sink puts it in (Put), and the transport's writer
-// takes them out (Take) and counts them written (Written). It is the one place of the SLOW_CLIENT ending, for every
-// transport. Its zero value is not ready: use NewOutbox.
+// its client: the stream waits for room (Wait) before it reads each from
+// the backend, its Sink puts it in (Put), and the transport's writer
+// takes them out (Take) and counts them written (Written). It is the one
+// place of the SLOW_CLIENT ending, for every transport. Its zero value is
+// not ready: use NewOutbox.
 type Outbox struct {
 	limits Limits
 	shared *Shared       // the bytes of a connection's outboxes together, or nil
