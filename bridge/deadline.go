@@ -24,14 +24,9 @@ const (
 
 var errBadTimeout = errors.New("want a positive timeout")
 
-// requestTimeout reads the timeout h asks for, capped at MaxCallTimeout.
-// ok is false when h asks for none; err names the bad header.
-func (s *Server) requestTimeout(h http.Header) (time.Duration, bool, error) {
-	d, ok, err := s.askedTimeout(h)
-	return min(d, s.opts.MaxCallTimeout), ok, err
-}
-
-// askedTimeout is requestTimeout uncapped.
+// askedTimeout reads the timeout h asks for, uncapped: the engine holds
+// it to MaxCallTimeout (dispatch's deadline). ok is false when h asks for
+// none; err names the bad header.
 func (s *Server) askedTimeout(h http.Header) (d time.Duration, ok bool, err error) {
 	for _, hd := range [...]struct {
 		name  string

@@ -7,12 +7,14 @@
 // (.ci/run holds the rule):
 //
 //	bridge            routes, the front door, headers -> Exchange
-//	bridge/ws         GET /ws: connections, frames, streams (the Session)
+//	bridge/ws         GET /ws: connections, frames, streams (Sinks)
+//	bridge/live       streams of POST / answered live (SSE, NDJSON)
 //	bridge/auth       who calls and what they may call: identities (static
 //	                  tokens, certificates, JWTs by their claims), a Guard
 //	  idp             one identity provider's JWTs: its key set, the checks
 //	bridge/observe    metrics and the access log: a Guard, and refusals
-//	bridge/dispatch   the engine: a parsed message + an Exchange -> the reply
+//	bridge/dispatch   the engine: a parsed message + an Exchange -> the reply;
+//	                  the stream engine (OpenStream, Pump into a Sink, Outbox)
 //	bridge/wire       the JSON-RPC wire: Parse, replies, notifications, errors
 //	bridge/backend    Invoker (grpc-go | direct), statuses, Conn (a backend's
 //	                  addresses, health, outlier detection, and the one
@@ -27,13 +29,13 @@
 //	                  with Local as its fallback; cmd wires it
 //
 // The files of this package, each with one job: options.go (Options and
-// their one defaults pass, the values from package defaults), server.go
+// their one defaults pass, the values from config/defaults), server.go
 // (New, Update, Handle), http.go (routes, probes, GET /openrpc.json),
 // front.go (the front door: its admission steps in order, each with its
 // refusal and count; POST / through them, serveRPC; and answer, the part
 // of it after the body that MCP shares), lifecycle.go (Drain, then Shutdown: drain, the front
-// servers, the WebSockets), live.go (server and bidi streams of POST /
-// answered live: Accept, the writer and its bounds), origin.go (the Host,
+// servers, the WebSockets), live.go (POST / up to package live: the
+// form a request offers), origin.go (the Host,
 // Origin and CORS rules), challenge.go (the auth types, the Bearer
 // challenge), resource.go (the protected resource metadata of RFC 9728,
 // which every 401 names), exchange.go (the one place headers become an
@@ -75,32 +77,40 @@
 //
 // The walk of a unary call through answer's admit; then
 //
-//	live.go      liveOf (a single call with an id of a server or bidi
-//	             stream, Accept: text/event-stream or NDJSON) → serveLive:
-//	             the engine on a goroutine of its own, Exchange.Live set;
-//	             the handler's goroutine writes (serve)
-//	dispatch     Run → single: prepare (guards, params) → execute → live
-//	             (live.go): Live.Open (the 200 and its head go out), grpc-go
-//	             NewStream, each response as rpc.stream.message to
-//	             Live.Send, which waits for room (stream_buffer, ..._bytes)
-//	             up to slow_client_timeout → finish ({"messages": N} or the
+//	live.go      liveOf (a single call with an id whose Accept asks for
+//	             text/event-stream or NDJSON) → serveLive
+//	bridge/live  Serve: Exchange.Streams is the request's stream;
+//	             Front.Run (the engine's) on the handler's goroutine
+//	dispatch     Run → single: prepare (guards; Streams.Stream: Live for
+//	             a server or bidi stream, the one place a call is live;
+//	             params) → execute (deadline: StreamTimeout) → live
+//	             (live.go): Opener.Open, OpenStream (stream.go), Pump:
+//	             Waiter.Wait for room (Outbox, outbox.go: stream_buffer,
+//	             ..._bytes, SLOW_CLIENT after slow_client_timeout), each
+//	             response to Sink.Send → finish ({"messages": N} or the
 //	             error) → settle (Guard.Done: the log line, at the end)
-//	live.go      each message framed (SSE event, NDJSON line) and flushed,
-//	             keepalives while idle, the reply last
+//	bridge/live  Open started the writer, the stream's one goroutine:
+//	             the 200 and its head, each message framed (SSE event,
+//	             NDJSON line) and flushed, keepalives while idle, and the
+//	             reply last, which Serve gives it; a call answered before
+//	             its stream opened comes back to serveLive, written as any
 //
 // # One WebSocket stream
 //
 //	http.go      ServeHTTP → front → ws.go serveWS (fill, 431, connection
 //	             counts) → ws.Server.Serve (upgrade)
-//	ws/conn.go   serve: per frame wire.Parse once, slots, dispatch
-//	             (rpc.stream.* frames in the reader, in order; others in a
-//	             goroutine, after ws.Front's in-flight slot and rate limit)
-//	             → ws.Front.Run (ws.go) → dispatch.Run → prepare →
-//	             Exchange.Session.Open, which is the frame's
-//	ws/stream.go open: grpc-go NewStream, sendLoop, recvLoop and pump write
-//	             rpc.stream.message and rpc.stream.end (wire) to the socket;
+//	ws/conn.go   serve: per frame wire.Parse once, slots → frame.go
+//	             dispatch (rpc.stream.* frames in the reader, in order;
+//	             others in a goroutine, after ws.Front's in-flight slot and
+//	             rate limit) → ws.Front.Run (ws.go)
+//	dispatch     Run → prepare → Exchange.Streams.Stream (the frame's:
+//	             Detach) → Detacher.Detach
+//	ws/stream.go open: dispatch's OpenStream (stream.go; its sender feeds
+//	             rpc.stream.send's messages, Next), then recv (Pump into
+//	             the stream: rpc.stream.message into its Outbox, then
+//	             rpc.stream.end) and pump (writes the Outbox to the socket)
 //	ws/control.go answers rpc.stream.send, close and cancel
-//	             (Session.Control).
+//	             (Detacher.Control).
 //
 // # One MCP tool call
 //

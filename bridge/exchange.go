@@ -44,7 +44,7 @@ func (s *Server) fill(h http.Header, peer string, x *exchange, single bool) erro
 	if err != nil {
 		return err
 	}
-	d, ok, err := s.requestTimeout(h)
+	d, ok, err := s.askedTimeout(h) // dispatch holds it to max_call_timeout
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 	"google.golang.org/grpc"
 )
 
@@ -298,7 +299,18 @@ func TestLiveDisconnect(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			key := fmt.Sprintf("gone-%d", i)
 			ctx, cancel := context.WithCancel(t.Context())
-			resp := postLiveCtx(t, ctx, f.client, f.url, acceptSSE, request(serverStream, `{"count":2,"hold":true,"key":"`+key+`"}`, 1), nil)
+			// The last call of the subtest before gives its slot back just
+			// after its client has read its reply: until then this one is
+			// refused (429), as any call would be.
+			var resp *http.Response
+			await.Until(t, waitTimeout, "the slot of the subtest before", func() bool {
+				resp = postLiveCtx(t, ctx, f.client, f.url, acceptSSE, request(serverStream, `{"count":2,"hold":true,"key":"`+key+`"}`, 1), nil)
+				if resp.StatusCode == http.StatusTooManyRequests {
+					io.Copy(io.Discard, resp.Body)
+					return false
+				}
+				return true
+			})
 			checkLiveHead(t, resp, acceptSSE)
 			lr := readLive(t, resp, acceptSSE)
 			lr.next(waitTimeout)
@@ -315,16 +327,10 @@ func TestLiveDisconnect(t *testing.T) {
 				t.Fatalf("the backend stream was not cancelled within 1s of the client going away")
 			}
 			t.Logf("the backend saw its stream cancelled %s after the client went away", time.Since(start))
-			for {
-				code, b := postTo(t, f.client, f.url, request("helloworld.Greeter.SayHello", `{}`, 2))
-				if code == http.StatusOK {
-					break
-				}
-				if time.Since(start) > time.Second {
-					t.Fatalf("1s after the client went away: got HTTP %d %s, want the slot free", code, b)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			await.Until(t, time.Second-time.Since(start), "the slot free within 1s of the client going away", func() bool {
+				code, _ := postTo(t, f.client, f.url, request("helloworld.Greeter.SayHello", `{}`, 2))
+				return code == http.StatusOK
+			})
 		})
 	}
 }
@@ -535,19 +541,15 @@ func TestLiveGuards(t *testing.T) {
 	}
 	cancel()
 	var line map[string]any
-	deadline := time.Now().Add(waitTimeout)
-	for line == nil && time.Now().Before(deadline) {
+	await.Until(t, waitTimeout, "the access log line of the stream", func() bool {
 		for l := range strings.Lines(log.String()) {
 			var rec map[string]any
 			if json.Unmarshal([]byte(l), &rec) == nil && rec["msg"] == "call" && rec["method"] == serverStream && rec["identity"] == "streamer" {
 				line = rec
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if line == nil {
-		t.Fatalf("no access log line for the stream: %s", log.String())
-	}
+		return line != nil
+	})
 	if line["messages"] != 2.0 || line["code"] != 1.0 {
 		t.Errorf("access log line %v, want messages 2 and code 1 (the client went away)", line)
 	}

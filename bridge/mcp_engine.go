@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/mcp"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
@@ -265,7 +266,7 @@ func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMes
 		peer = c.r.RemoteAddr
 	}
 	if onMessage != nil {
-		x.OnMessage = func(m []byte) { onMessage(json.RawMessage(m)) }
+		x.Streams = mcpProgress(onMessage)
 	}
 	if int64(len(request)) > s.opts.MaxBodyBytes {
 		return e.refused(ctx, x, s.tooLarge())
@@ -280,6 +281,23 @@ func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMes
 	}
 	defer s.leave()
 	return bytes.Clone(reply)
+}
+
+// mcpProgress is the dispatch.Streams of a tool call that reports
+// progress: a server stream is answered in one reply, and each message
+// goes to the function (mcp's progress notifications) as it arrives.
+type mcpProgress func(json.RawMessage)
+
+func (p mcpProgress) Stream(m *dispatch.Method, _ wire.Request) (dispatch.Mode, dispatch.Sink) {
+	if m.Kind != dispatch.ServerStream {
+		return dispatch.Collect, nil
+	}
+	return dispatch.Collect, p
+}
+
+func (p mcpProgress) Send(_ context.Context, msg []byte) error {
+	p(json.RawMessage(msg))
+	return nil
 }
 
 // refused counts and logs ref, a refusal of a tool call of x, and returns

@@ -61,6 +61,8 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 	s.engine = dispatch.New(conn, dispatch.Options{
 		BatchParallelism:  opts.BatchParallelism,
 		CallTimeout:       opts.CallTimeout,
+		MaxCallTimeout:    opts.MaxCallTimeout,
+		StreamTimeout:     opts.StreamTimeout,
 		MaxResponseBytes:  opts.MaxResponseBytes,
 		MaxStreamMessages: opts.MaxStreamMessages,
 		MaxStreamBytes:    opts.MaxStreamBytes,

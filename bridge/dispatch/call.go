@@ -36,7 +36,8 @@ type call struct {
 	res       reservation
 	err       *mapping.Error // the call's error, once it failed
 	over      bool           // its response did not fit in its budget
-	live      bool           // answered live, through Exchange.Live
+	mode      Mode           // how a call of a streaming method is answered
+	sink      Sink           // where its messages go as they arrive, if anywhere
 }
 
 // Run answers msg, which the transport received with x, and appends the
@@ -117,7 +118,7 @@ func (e *Engine) batch(ctx context.Context, t *Table, x *Exchange, reqs []wire.R
 			continue
 		case c.bc != nil && !c.bc.Stream && c.rec.Method.invoker != nil:
 			if gctx == nil {
-				gctx, gcancel = e.deadline(ctx, x)
+				gctx, gcancel = e.deadline(ctx, x, false)
 			}
 			if c.rec.Method.invoker.Start(gctx, &g, c.bc) {
 				if started = append(started, i); len(started) == cap(started) {
@@ -204,10 +205,11 @@ func (e *Engine) begin(t *Table, x *Exchange, c *call) {
 }
 
 // prepare readies c for execute: it resolves the method, asks the guards,
-// and encodes the params into a backend call. A call that needs no
-// backend call (invalid, rpc.discover, refused, unknown, bad params, the
-// stream methods, a stream a Session opens) is answered here: ready is
-// false and the reply is appended to dst.
+// asks the transport how a call of a streaming method is answered
+// (Exchange.Streams), and encodes the params into a backend call. A call
+// that needs no backend call (invalid, rpc.discover, refused, unknown,
+// bad params, the stream methods, a stream the transport detaches) is
+// answered here: ready is false and the reply is appended to dst.
 func (e *Engine) prepare(ctx context.Context, t *Table, x *Exchange, c *call, budget *atomic.Int64, dst []byte) (_ []byte, ready bool) {
 	r := &c.req
 	c.rec.Name, c.rec.Notification = r.Method, r.Notification()
@@ -227,11 +229,12 @@ func (e *Engine) prepare(ctx context.Context, t *Table, x *Exchange, c *call, bu
 		}
 	}
 	if wire.IsStreamMethod(r.Method) {
-		if x.Session == nil {
+		d, ok := x.Streams.(Detacher)
+		if !ok {
 			return e.fail(c, dst, wsOnly(r.Method)), false
 		}
 		var out []byte
-		out, c.rec.Code = x.Session.Control(*r, dst)
+		out, c.rec.Code = d.Control(*r, dst)
 		return out, false
 	}
 	switch {
@@ -239,23 +242,22 @@ func (e *Engine) prepare(ctx context.Context, t *Table, x *Exchange, c *call, bu
 		return e.fail(c, dst, wire.NotDiscovered), false
 	case m == nil:
 		return e.fail(c, dst, methodNotFound(t, r.Method)), false
-	case m.Kind != Unary && x.Session != nil && !r.Notification() && opensStream(m.Kind, r.Params):
-		var out []byte
-		out, c.rec.Code = x.Session.Open(ctx, t, m, *r, dst)
-		return out, false
-	case x.Live != nil && (m.Kind == ServerStream || m.Kind == BidiStream) && !r.Notification():
+	case m.Kind != Unary && x.Streams != nil && !r.Notification():
+		c.mode, c.sink = x.Streams.Stream(m, *r)
+		if c.mode == Detach {
+			var out []byte
+			out, c.rec.Code = x.Streams.(Detacher).Detach(ctx, t, m, *r, dst)
+			return out, false
+		}
+	}
+	if c.mode == Live || m.Kind == ClientStream || m.Kind == BidiStream || c.sink != nil {
 		var err *mapping.Error
 		if c.msg, err = RequestMessages(m, r.Params); err != nil {
 			return e.fail(c, dst, err), false
 		}
-		c.live = true
-		return dst, true
-	case m.Kind == ClientStream || m.Kind == BidiStream || m.Kind == ServerStream && x.OnMessage != nil:
-		var err *mapping.Error
-		if c.msg, err = RequestMessages(m, r.Params); err != nil {
-			return e.fail(c, dst, err), false
+		if c.mode != Live {
+			c.res = e.reservation(budget)
 		}
-		c.res = e.reservation(budget)
 		return dst, true
 	}
 	bc := backend.GetCall()
@@ -279,16 +281,16 @@ func (e *Engine) prepare(ctx context.Context, t *Table, x *Exchange, c *call, bu
 
 // execute makes the backend call of a prepared c, within its deadline.
 func (e *Engine) execute(ctx context.Context, t *Table, x *Exchange, c *call) {
-	ctx, cancel := e.deadline(ctx, x)
+	ctx, cancel := e.deadline(ctx, x, c.mode == Live)
 	defer cancel()
 	m := c.rec.Method
-	if c.live {
+	if c.mode == Live {
 		c.rec.Live = true
-		c.rec.Messages, c.err = e.live(ctx, t, x, m, c.msg, c.req.ID)
+		c.rec.Messages, c.err = e.live(ctx, t, x, m, c.msg, c.sink)
 		return
 	}
 	if c.bc == nil {
-		c.collected, c.err = e.collect(ctx, t, x, m, c.msg, &c.res)
+		c.collected, c.err = e.collect(ctx, t, x, m, c.msg, c.sink, &c.res)
 		if c.err == errOverBudget {
 			c.err, c.over = nil, true
 		}
@@ -328,7 +330,7 @@ func (e *Engine) finish(c *call, dst []byte) []byte {
 	case c.req.Notification():
 		return dst
 	}
-	if c.live {
+	if c.mode == Live {
 		return wire.AppendLiveResult(dst, c.req.ID, c.rec.Messages)
 	}
 	m := c.rec.Method

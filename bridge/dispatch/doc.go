@@ -9,26 +9,38 @@
 // Every call, single or a member of a batch, takes the same three phases:
 //
 //	Run → single | batch
-//	  → prepare  (resolve the method, rpc.discover, Guard.Allow, the stream
-//	              methods and WebSocket streams handed to the Session,
-//	              params encoded into a backend.Call)
+//	  → prepare  (resolve the method, rpc.discover, Guard.Allow; a call
+//	              of a streaming method asks Exchange.Streams how it is
+//	              answered: Collect, Live or Detach, the stream methods and
+//	              detached streams handed to its Detacher; params encoded
+//	              into a backend.Call)
 //	  → execute  (the deadline, set in one place: deadline; then the
 //	              method's backend.Invoker, or a Group for a batch's
-//	              direct calls; collect for client and bidi streams)
+//	              direct calls; collect for client and bidi streams; live)
 //	  → finish   (the reply: result or error)
 //	  → settle   (the reply held to MaxResponseBytes, Guard.Done with the
 //	              code as a value, the call given back)
 //
 // One recover (safely) turns a panic in any phase into -32603.
-// A Session serves what needs more than one reply (WebSocket streams).
+//
+// The stream engine: every backend stream, of every transport, opens in
+// OpenStream and is read by one loop, Stream.Pump, which hands each
+// response, as JSON, to a Sink: the collector of a stream answered in one
+// reply (with MCP's progress as a second Sink), a live reply (package
+// live), a WebSocket stream (package ws). The transports' Sinks hold what
+// their client has not read in an Outbox, the one bounded queue, which
+// ends a stream whose client does not read with SLOW_CLIENT. A Sink that
+// is a Waiter holds the stream back: the next response is read only once
+// it has room.
 //
 // Files: engine.go (Options, Engine, the Exchange and the seams: Guard,
-// Binder, Lister, Session; the deadline), table.go (Catalog → Table,
+// Binder, Lister; the deadline), sink.go (the seams of streams: Sink,
+// Streams, Mode, Opener, Detacher, Waiter), table.go (Catalog → Table,
 // Method, the lazy OpenRPC document), call.go (Run, the phases, batches,
-// rpc.discover), stream.go (streams answered in one reply), live.go
-// (streams answered live through the seam Live: POST / with Accept
-// text/event-stream or NDJSON), budget.go (MaxResponseBytes shared by a
-// batch's replies).
+// rpc.discover), stream.go (OpenStream, Pump, the end of a stream),
+// collect.go (streams answered in one reply), live.go (streams answered
+// live), outbox.go (Outbox, Shared), budget.go (MaxResponseBytes shared by
+// a batch's replies).
 //
 // It imports wire, backend and mapping; never net/http, a transport, or
 // package bridge (.ci/run holds this).

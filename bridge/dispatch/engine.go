@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
@@ -18,6 +17,8 @@ import (
 type Options struct {
 	BatchParallelism  int           // members of one batch running at once
 	CallTimeout       time.Duration // deadline of a call whose Exchange asks for none
+	MaxCallTimeout    time.Duration // bound of the timeout an Exchange asks for
+	StreamTimeout     time.Duration // deadline of a stream answered live that asks for none; 0: CallTimeout
 	MaxResponseBytes  int64         // bound of a single reply, and of a batch's replies together
 	MaxStreamMessages int           // bound of the messages of a stream answered in one reply
 	MaxStreamBytes    int64         // bound of the JSON bytes of such a stream
@@ -68,23 +69,16 @@ type Exchange struct {
 	// Metadata is sent with every backend call: forwarded headers,
 	// identity, request id, trace context.
 	Metadata metadata.MD
-	// Timeout is each call's deadline; 0 means Options.CallTimeout.
+	// Timeout is the deadline the client asked for, uncapped: deadline
+	// holds it to Options.MaxCallTimeout (0 means none was asked for).
 	Timeout time.Duration
 	// Capture, when not nil, receives the backend's response metadata of
 	// a single call (not a batch's).
 	Capture *Capture
-	// Session serves the calls that need more than one reply (streams
-	// over WebSocket) and the stream control methods; nil over HTTP POST.
-	Session Session
-	// OnMessage, when not nil, is given each response of a server stream
-	// answered in one reply, as JSON, as it arrives (MCP's progress); it
-	// must not keep the slice.
-	OnMessage func(message []byte)
-	// Live, when not nil, answers a single call (with an id) of a server-
-	// or bidi-streaming method live: each response goes to it as it
-	// arrives, and the reply is {"messages": N} or the call's error (see
-	// live.go). Its deadline is Timeout's, or Options.CallTimeout's.
-	Live Live
+	// Streams is the transport's end of the calls of streaming methods
+	// (sink.go): how each is answered and where its messages go; nil
+	// answers every stream in one reply (POST / asking for no live form).
+	Streams Streams
 }
 
 // A Caller is an authenticated identity.
@@ -103,7 +97,7 @@ type Record struct {
 	Began        time.Time    // zero unless a Guard is a Timer
 	Notification bool
 	Invalid      bool // the request was not a valid request object
-	// Live is true for a stream answered live (Exchange.Live) once it
+	// Live is true for a stream answered live (Mode Live) once it
 	// opened, and Messages counts the messages it sent.
 	Live     bool
 	Messages int
@@ -143,24 +137,25 @@ type Timer interface {
 	Timed() bool
 }
 
-// A Session serves what needs more than one reply: streams over a
-// WebSocket connection.
-type Session interface {
-	// Open starts a stream for the call r of m and appends the reply
-	// that carries its id, or its error; it returns the reply's code.
-	Open(ctx context.Context, t *Table, m *Method, r wire.Request, dst []byte) ([]byte, mapping.Code)
-	// Control answers r, a call of a stream method (rpc.stream.*), and
-	// returns the reply's code.
-	Control(r wire.Request, dst []byte) ([]byte, mapping.Code)
-}
-
 // deadline is the context of a call of x, the one place a call's deadline
-// is set: x's timeout, or Options.CallTimeout, from when the call starts.
-// The calls of a batch that start together (a Group) share it.
-func (e *Engine) deadline(ctx context.Context, x *Exchange) (context.Context, context.CancelFunc) {
-	d := x.Timeout
-	if d <= 0 {
-		d = e.opts.CallTimeout
+// is set: the timeout x asks for, up to MaxCallTimeout, or CallTimeout,
+// from when the call starts; a stream answered live (live) may ask for up
+// to the larger of MaxCallTimeout and StreamTimeout, and has StreamTimeout
+// when it asks for none. The calls of a batch that start together (a
+// Group) share it.
+func (e *Engine) deadline(ctx context.Context, x *Exchange, live bool) (context.Context, context.CancelFunc) {
+	d, limit := e.opts.CallTimeout, e.opts.MaxCallTimeout
+	if live {
+		limit = max(limit, e.opts.StreamTimeout)
+		if e.opts.StreamTimeout > 0 {
+			d = e.opts.StreamTimeout
+		}
+	}
+	if x.Timeout > 0 {
+		d = x.Timeout
+		if limit > 0 {
+			d = min(d, limit)
+		}
 	}
 	return context.WithTimeout(ctx, d)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strconv"
+	"runtime/debug"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -18,200 +18,207 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
-// Streaming methods over a transport without a Session (HTTP POST), and
-// client-streaming calls over WebSocket sent with all their requests,
-// are answered with one reply holding every response message: a server
-// stream through the method's invoker, like a unary call (its messages
-// read whole, within the budget, then transcoded here), client and bidi
-// streams through grpc-go's NewStream (collect).
+// The stream engine: every backend stream of every transport opens here
+// (OpenStream), and one loop reads it (Stream.Pump), handing each
+// response to a Sink as JSON: a collector (collect.go), a live reply's
+// outbox, a WebSocket stream's, MCP's progress.
 
-// opensStream reports whether a WebSocket call of a method of kind k with
-// params opens a stream: always when the responses stream, and for
-// client streaming when params are left out, to be sent one at a time.
-func opensStream(k Kind, params []byte) bool {
-	return k != ClientStream || params == nil
+// A Source gives the request messages of a stream sent one at a time
+// (rpc.stream.send), after those OpenStream was given.
+type Source interface {
+	// Next waits for the next message; false once there are no more
+	// (the stream is half-closed then, unless ctx ended).
+	Next(ctx context.Context) (proto.Message, bool)
 }
 
-// RequestMessages turns params into the request messages of a call of m:
-// the params object of a server-streaming method, the members of the
-// params array of a client- or bidirectional-streaming one.
-func RequestMessages(m *Method, params []byte) ([]proto.Message, *mapping.Error) {
-	if m.Kind == ServerStream {
-		msg, e := m.Codec.Request(params)
-		if e != nil {
-			return nil, e
-		}
-		return []proto.Message{msg}, nil
-	}
-	if i := wire.SkipSpace(params, 0); i >= len(params) || params[i] != '[' {
-		return nil, byPosition(m)
-	}
-	members := wire.SplitArray(params[wire.SkipSpace(params, 0):])
-	msgs := make([]proto.Message, len(members))
-	for i, b := range members {
-		msg, e := m.Codec.RequestElement(i, b)
-		if e != nil {
-			return nil, e
-		}
-		msgs[i] = msg
-	}
-	return msgs, nil
+// A Stream is one open backend stream of a call of a streaming method.
+type Stream struct {
+	e      *Engine
+	t      *Table
+	m      *Method
+	cs     grpc.ClientStream
+	ctx    context.Context
+	origin *backend.Origin // where the stream's status comes from
+	cancel context.CancelCauseFunc
+	sender sync.WaitGroup
 }
 
-func byPosition(m *Method) *mapping.Error {
-	return wire.InvalidParams("params of a " + m.Kind.String() + " method are by position: an array of its request messages" +
-		" (over WebSocket, leave params out to send them one at a time with " + wire.MethodSend + ")")
-}
+// Context is the stream's context, cancelled once Pump returns.
+func (st *Stream) Context() context.Context { return st.ctx }
 
-// appendMessages appends the array of the response messages of bc, a
-// server stream read whole, as JSON, within MaxStreamBytes.
-func (e *Engine) appendMessages(dst []byte, m *Method, bc *backend.Call) ([]byte, *mapping.Error) {
-	dst = append(dst, '[')
-	start := len(dst)
-	for msg := range bc.Messages {
-		if len(dst) > start {
-			dst = append(dst, ',')
-		}
-		var err error
-		if dst, err = m.Codec.AppendResultWire(dst, msg); err != nil {
-			e.opts.Logger.Error("cannot encode a stream message", "method", m.Name, "error", err)
-			return dst, wire.Internal
-		}
-		if int64(len(dst)-start) > e.opts.MaxStreamBytes {
-			return dst, e.tooManyBytes()
-		}
+// OpenStream opens the stream of a call of m with the metadata md, sends
+// reqs on it, then what more gives (nil: nothing more), and half-closes
+// it. A server stream's one request is sent at once; the others are sent
+// while the caller receives (Pump), so that a backend that answers as it
+// reads never waits on flow control for a reader that is still sending.
+// A stream that fails to open has the error to answer: whether the
+// client went away, or the transport ended it, is ctx's to tell.
+func (e *Engine) OpenStream(ctx context.Context, t *Table, m *Method, md metadata.MD, reqs []proto.Message, more Source, opts ...grpc.CallOption) (*Stream, *mapping.Error) {
+	parent := ctx
+	if md != nil {
+		ctx = metadata.NewOutgoingContext(ctx, md)
 	}
-	return append(dst, ']'), nil
+	ctx, origin := backend.WithOrigin(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
+	if len(opts) == 0 {
+		opts = streamCodec
+	} else {
+		opts = append(opts, backend.StreamCodec)
+	}
+	cs, err := m.Conn.NewStream(ctx, m.Desc, m.Path, opts...)
+	if err != nil {
+		cancel(nil)
+		if parent.Err() == context.Canceled {
+			return nil, cancelled(parent)
+		}
+		return nil, e.status(parent, t, m, err, false)
+	}
+	st := &Stream{e: e, t: t, m: m, cs: cs, ctx: ctx, origin: origin, cancel: cancel}
+	if m.Kind == ServerStream && more == nil {
+		st.send(reqs, nil)
+	} else {
+		st.sender.Go(func() { st.send(reqs, more) })
+	}
+	return st, nil
 }
 
-// collect calls m, a client- or bidi-streaming method (or a server stream
-// whose messages x.OnMessage sees as they arrive), with reqs, reads every
-// response and returns their JSON: the one response of a
-// client-streaming method, the array of them otherwise. More than
-// MaxStreamMessages responses, or more than MaxStreamBytes of them, end
-// the call with RESOURCE_EXHAUSTED. Each response takes its size of res
-// as it is appended; one that does not fit ends the call with
-// errOverBudget. A call that fails gives back what it took.
-func (e *Engine) collect(ctx context.Context, t *Table, x *Exchange, m *Method, reqs []proto.Message, res *reservation) (dst []byte, err *mapping.Error) {
+// streamCodec reads a stream's responses as they came (backend.Raw).
+var streamCodec = []grpc.CallOption{backend.StreamCodec}
+
+// send sends reqs, then what more gives, and half-closes the stream. A
+// failed send stops it: the stream's status comes from RecvMsg. A panic
+// (on the sender's goroutine, which recovers it) ends the stream with
+// -32603.
+func (st *Stream) send(reqs []proto.Message, more Source) {
 	defer func() {
-		if err != nil {
-			res.release()
+		if p := recover(); p != nil {
+			st.e.opts.Logger.Error("panic in a stream", "method", st.m.Name, "in", "send", "panic", p, "stack", string(debug.Stack()))
+			st.cancel(errPanic)
 		}
 	}()
-	var opts []grpc.CallOption
-	if x.Capture != nil {
-		opts = []grpc.CallOption{grpc.Header(&x.Capture.Header), grpc.Trailer(&x.Capture.Trailer)}
+	for _, r := range reqs {
+		if st.cs.SendMsg(r) != nil {
+			return
+		}
 	}
-	cs, ctx, origin, stop, cerr := openStream(ctx, x, m, reqs, opts...)
-	if cerr != nil {
-		return nil, e.status(ctx, t, m, cerr, false)
+	if more != nil {
+		for {
+			r, ok := more.Next(st.ctx)
+			if !ok {
+				if st.ctx.Err() != nil {
+					return
+				}
+				break
+			}
+			if st.cs.SendMsg(r) != nil {
+				return
+			}
+		}
 	}
-	defer stop()
+	st.cs.CloseSend()
+}
 
-	many := m.Kind != ClientStream
-	if many {
-		dst = append(dst, '[')
-	}
-	start, n := len(dst), 0
+// keptRaw bounds the buffers a stream keeps for its next response.
+const keptRaw = 64 << 10
+
+// Pump reads every response of st and hands each to sink as JSON, in
+// order, then cancels the stream and waits for its sender. It returns how
+// many responses sink took and the error that ended the stream: nil when
+// the backend completed it; the sink's when it refused a message; the
+// cause of the end of st's context (a StreamEnd), or the backend's
+// status otherwise. It does not recover panics: the goroutine it runs
+// on does (the engine's safely, a WebSocket stream's recv), once.
+func (st *Stream) Pump(sink Sink) (n int, err *mapping.Error) {
+	e, m, ctx := st.e, st.m, st.ctx
+	defer func() {
+		st.cancel(nil) // a stream sink ended, or a failed one: the backend sees it cancelled
+		st.sender.Wait()
+	}()
+	var raw backend.Raw // the response as it came, transcoded to JSON at once
+	var msg []byte
+	waiter, _ := sink.(Waiter)
 	for {
-		msg := m.Codec.NewResponse()
-		rerr := cs.RecvMsg(msg)
+		if waiter != nil {
+			if werr := waiter.Wait(ctx); werr != nil {
+				return n, st.sinkError(werr)
+			}
+		}
+		rerr := st.cs.RecvMsg(&raw)
 		if errors.Is(rerr, io.EOF) {
-			break
+			return n, nil
 		}
 		if rerr != nil {
-			return dst, e.status(ctx, t, m, rerr, origin.Remote(status.Convert(rerr)))
+			if ctx.Err() == context.Canceled {
+				return n, cancelled(ctx) // the client is gone, as a stream is often ended: nothing to log
+			}
+			return n, e.status(ctx, st.t, m, rerr, st.origin.Remote(status.Convert(rerr)))
 		}
-		if n++; n > e.opts.MaxStreamMessages {
-			return dst, e.tooManyMessages()
+		var jerr error
+		if msg, jerr = m.Codec.AppendResultWire(msg[:0], raw.B); jerr != nil {
+			e.opts.Logger.Error("cannot encode a stream message", "method", m.Name, "error", jerr)
+			return n, wire.Internal
 		}
-		at := len(dst)
-		if n > 1 {
-			dst = append(dst, ',')
+		if cap(raw.B) > keptRaw {
+			raw.B = nil // waiting for room, the stream holds the JSON alone
 		}
-		var aerr error
-		if dst, aerr = m.Codec.AppendResult(dst, msg); aerr != nil {
-			e.opts.Logger.Error("cannot encode a stream message", "method", m.Name, "error", aerr)
-			return dst, wire.Internal
+		serr := sink.Send(ctx, msg)
+		if cap(msg) > keptRaw {
+			msg = nil
 		}
-		if int64(len(dst)-start) > e.opts.MaxStreamBytes {
-			return dst, e.tooManyBytes()
+		if serr != nil {
+			return n, st.sinkError(serr)
 		}
-		if !res.take(int64(len(dst) - at)) {
-			return dst, errOverBudget
-		}
-		if x.OnMessage != nil {
-			x.OnMessage(dst[at+min(n-1, 1):])
-		}
+		n++
 	}
-	if !many {
-		if n != 1 {
-			e.opts.Logger.Error("a client-streaming call ended without one response", "method", m.Name, "responses", n)
-			return dst, wire.Internal
-		}
-		return dst, nil
-	}
-	return append(dst, ']'), nil
 }
 
-// openStream opens the stream of a call of m with x's metadata, and
-// sends reqs on it and half-closes it while the caller receives, so that
-// a backend that answers as it reads never waits on flow control for a
-// reader that is still sending. It returns the stream's context, with
-// the origin of its statuses, and stop, which cancels the stream and
-// waits for the sender; when NewStream fails, the stream's context is
-// already cancelled and err is its failure.
-func openStream(ctx context.Context, x *Exchange, m *Method, reqs []proto.Message, opts ...grpc.CallOption) (
-	cs grpc.ClientStream, sctx context.Context, origin *backend.Origin, stop func(), err error) {
-	if x.Metadata != nil {
-		ctx = metadata.NewOutgoingContext(ctx, x.Metadata)
+// sinkError is the error of st, whose sink refused a message with err:
+// the context's when it ended, err's otherwise.
+func (st *Stream) sinkError(err error) *mapping.Error {
+	switch st.ctx.Err() {
+	case nil:
+	case context.Canceled:
+		return cancelled(st.ctx)
+	default:
+		return st.e.status(st.ctx, st.t, st.m, status.FromContextError(st.ctx.Err()).Err(), false) // the deadline, while the client did not read
 	}
-	ctx, origin = backend.WithOrigin(ctx)
-	ctx, cancel := context.WithCancel(ctx)
-	cs, err = m.Conn.NewStream(ctx, m.Desc, m.Path, opts...)
-	if err != nil {
-		cancel()
-		return nil, ctx, origin, nil, err
+	var me *mapping.Error
+	var end *StreamEnd
+	switch {
+	case errors.As(err, &end):
+		return end.Err
+	case errors.As(err, &me):
+		return me
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { sendAll(cs, reqs) })
-	return cs, ctx, origin, func() { cancel(); wg.Wait() }, nil
+	return wire.Internal
 }
+
+// A StreamEnd is the cause with which a transport cancels the context of
+// a stream (or of a connection's streams) to end it with Err (the bridge
+// shutting down, the client cancelling it, its connection closing); a
+// context cancelled without one means the client went away.
+type StreamEnd struct{ Err *mapping.Error }
+
+func (e *StreamEnd) Error() string { return e.Err.Message }
+
+// errPanic ends a stream whose sender panicked.
+var errPanic = &StreamEnd{Err: wire.Internal}
+
+// cancelled is the error of a stream whose context was cancelled.
+func cancelled(ctx context.Context) *mapping.Error {
+	var end *StreamEnd
+	if errors.As(context.Cause(ctx), &end) {
+		return end.Err
+	}
+	return clientCancelled
+}
+
+// clientCancelled ends a stream whose context was cancelled: its client
+// went away (or the transport ended it), so nobody reads it; it is the
+// status a cancelled call is answered with, without the log line.
+var clientCancelled = mapping.StatusError(status.New(codes.Canceled, "the call was cancelled"), nil)
 
 // status is the error to answer for err, the failure of a call of m.
 func (e *Engine) status(ctx context.Context, t *Table, m *Method, err error, remote bool) *mapping.Error {
 	return mapping.StatusError(backend.Status(ctx, e.opts.Logger, m.Name, err, remote), t.Resolver)
-}
-
-// Status is the error to answer for err, the failure of a call of m made
-// outside the engine (a WebSocket stream); remote tells whether the
-// status came from the backend (backend.Origin).
-func (e *Engine) Status(ctx context.Context, t *Table, m *Method, err error, remote bool) *mapping.Error {
-	return e.status(ctx, t, m, err, remote)
-}
-
-// sendAll sends msgs on cs and half-closes it. A failed send stops it: the
-// call's status comes from RecvMsg.
-func sendAll(cs grpc.ClientStream, msgs []proto.Message) bool {
-	for _, m := range msgs {
-		if cs.SendMsg(m) != nil {
-			return false
-		}
-	}
-	cs.CloseSend()
-	return true
-}
-
-func (e *Engine) tooManyMessages() *mapping.Error {
-	n := strconv.Itoa(e.opts.MaxStreamMessages)
-	return wire.Status(codes.ResourceExhausted, "STREAM_TOO_MANY_MESSAGES",
-		"the stream has more than max_stream_messages ("+n+") messages; call it over WebSocket to receive them all",
-		"limit", "max_stream_messages", "value", n)
-}
-
-func (e *Engine) tooManyBytes() *mapping.Error {
-	n := strconv.FormatInt(e.opts.MaxStreamBytes, 10)
-	return wire.Status(codes.ResourceExhausted, "STREAM_TOO_LARGE",
-		"the stream's messages are larger than max_stream_bytes ("+n+" bytes); call it over WebSocket to receive them all",
-		"limit", "max_stream_bytes", "value", n)
 }

@@ -2,11 +2,9 @@ package ws
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,64 +14,11 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
-// Causes of the end of a WebSocket connection's context.
-var (
-	errConnClosed = errors.New("bridge: the WebSocket connection closed")
-)
-
-// wsConns counts the open WebSocket connections, for Shutdown. Its zero
-// value is ready to use.
-type wsConns struct {
-	mu      sync.Mutex
-	n       int           // connections being served
-	closing chan struct{} // closed by Shutdown; made on first use
-	idle    chan struct{} // closed when closing and n is 0; made on first use
-	force   chan struct{} // closed when Shutdown's wait for calls ends; made on first use
-	closed  bool
-	forced  bool
-}
-
-func (w *wsConns) chans() (closing, idle chan struct{}) {
-	if w.closing == nil {
-		w.closing, w.idle, w.force = make(chan struct{}), make(chan struct{}), make(chan struct{})
-	}
-	return w.closing, w.idle
-}
-
-// forceChan is the channel Shutdown closes when connections must close
-// whatever runs on them.
-func (w *wsConns) forceChan() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.chans()
-	return w.force
-}
-
-// add counts a new connection and returns the channel Shutdown closes, or
-// false once Shutdown has begun.
-func (w *wsConns) add() (<-chan struct{}, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	closing, _ := w.chans()
-	if w.closed {
-		return nil, false
-	}
-	w.n++
-	return closing, true
-}
-
-func (w *wsConns) done() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.n--
-	if w.closed && w.n == 0 {
-		_, idle := w.chans()
-		close(idle)
-	}
-}
+// errConnClosed is the cause of the end of a WebSocket connection's
+// context, and so of its streams' (never told: nobody reads them).
+var errConnClosed = &dispatch.StreamEnd{Err: wire.Status(codes.Canceled, "CONNECTION_CLOSED", "the connection closed")}
 
 // Options are the limits of the WebSocket connections of a Server, every
 // field set (package bridge fills in the defaults; see bridge.Options for
@@ -113,12 +58,12 @@ type Front interface {
 const Protocol = "jsonrpc"
 
 // A Server serves JSON-RPC on WebSocket connections: every frame is a
-// message for the engine; streams are opened, fed and read as the
-// engine's Session.
+// message for the engine; each frame is the dispatch.Streams of its
+// calls, and each stream a Sink of the engine's.
 type Server struct {
 	opts   Options
 	front  Front
-	engine *dispatch.Engine // for the statuses of streams
+	engine *dispatch.Engine // opens the streams (OpenStream)
 	conns  wsConns
 }
 
@@ -157,6 +102,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Excha
 		slots:   make(chan struct{}, s.opts.MaxCallsPerConnection),
 		streams: make(map[string]*stream),
 	}
+	c.buffered.out.Limit, c.buffered.out.Name = s.opts.WSBufferBytes, "ws_buffer_bytes"
 	// The connection outlives neither the server nor its own context, but
 	// it does outlive the handler's request context once hijacked.
 	c.ctx, c.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
@@ -181,55 +127,6 @@ func (c *wsConn) hold(hold func(context.Context) string) {
 	}
 	c.s.opts.Logger.Info("closing a WebSocket connection: its caller's credentials no longer hold", "reason", reason)
 	c.ws.Close(websocket.StatusPolicyViolation, reason)
-}
-
-// Shutdown refuses new connections with HTTP 503 and closes every
-// WebSocket connection with status 1001 (going away) as soon as none of
-// its calls and streams runs; a connection still busy shortly before ctx's
-// deadline (a second, or a tenth of the time left if that is less) is
-// closed with 1001 then, which cancels what runs on it. It waits until
-// the connections are gone or ctx ends. It is safe to call more than once.
-func (s *Server) Shutdown(ctx context.Context) error {
-	w := &s.conns
-	w.mu.Lock()
-	closing, idle := w.chans()
-	if !w.closed {
-		w.closed = true
-		close(closing)
-		if w.n == 0 {
-			close(idle)
-		}
-	}
-	w.mu.Unlock()
-	force := make(<-chan time.Time)
-	if d, ok := ctx.Deadline(); ok {
-		left := time.Until(d)
-		t := time.NewTimer(left - min(time.Second, left/10))
-		defer t.Stop()
-		force = t.C
-	}
-	for {
-		select {
-		case <-idle:
-			return nil
-		case <-force:
-			w.closeForce()
-			force = nil
-		case <-ctx.Done():
-			w.closeForce()
-			return ctx.Err()
-		}
-	}
-}
-
-// closeForce tells every connection to close now.
-func (w *wsConns) closeForce() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.forced {
-		w.forced = true
-		close(w.force)
-	}
 }
 
 // wsConn is one WebSocket connection. Every frame it reads is one
@@ -334,203 +231,6 @@ func (c *wsConn) release(n int) {
 	}
 }
 
-// wsFrame is one frame being answered on a connection: the Session of
-// its calls.
-type wsFrame struct {
-	conn *wsConn
-
-	mu     sync.Mutex
-	opened []*stream // streams whose ids the frame's reply carries
-}
-
-// Open is dispatch.Session's: it opens a stream on the frame's connection.
-func (f *wsFrame) Open(ctx context.Context, t *dispatch.Table, m *dispatch.Method, r wire.Request, dst []byte) ([]byte, mapping.Code) {
-	return f.conn.open(f, t, m, &r, dst)
-}
-
-// Control is dispatch.Session's: rpc.stream.* on the connection's streams.
-func (f *wsFrame) Control(r wire.Request, dst []byte) ([]byte, mapping.Code) {
-	return f.conn.control(&r, dst)
-}
-
-// add records that the reply to f carries the id of st.
-func (f *wsFrame) add(st *stream) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.opened = append(f.opened, st)
-}
-
-// replied lets the streams opened by f send their messages, now that the
-// reply carrying their ids is written (or can never be).
-func (f *wsFrame) replied() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, st := range f.opened {
-		close(st.ready)
-	}
-	f.opened = nil
-}
-
-// dispatch answers msg, one frame which holds n of the connection's
-// slots (perr when it could not be parsed), in a goroutine of the
-// connection. Like a POST /, a frame takes one of the server's in-flight
-// slots until its reply is written, or is answered error 8 when none is
-// free; frames calling the stream methods, which act on the connection's
-// own streams, take none and are answered here, in order. Every frame
-// asks the caller's rate limiter, as a POST / does.
-func (c *wsConn) dispatch(msg *wire.Message, perr *mapping.Error, n int) {
-	f := &wsFrame{conn: c}
-	x := *c.x
-	x.Session = f
-	answer := func(reply []byte) { // a short reply, never dropped
-		c.wg.Go(func() {
-			defer c.release(n)
-			c.reply(f, nil, reply)
-		})
-	}
-	front := c.s.front
-	switch {
-	case perr != nil:
-		answer(wire.AppendError(nil, wire.NullID, perr))
-		return
-	case msg.IsControl():
-		if ref, ok := front.Admit(c.x, 1); !ok {
-			answer(rateRefusal(ref))
-			return
-		}
-		answer(front.Run(c.ctx, msg, &x, nil)) // short, and it acted already
-		return
-	}
-	ref, ok := front.Enter()
-	if !ok {
-		answer(refuseFrame(msg, wire.Refused(codes.ResourceExhausted, ref)))
-		return
-	}
-	c.wg.Go(func() {
-		defer c.release(n)
-		defer front.Leave()
-		var reply []byte
-		var ran *wire.Message // the message whose reply this is, once it ran
-		defer func() {
-			r := reply
-			reply = nil // c.reply may drop it: keep it reachable from there alone
-			c.reply(f, ran, r)
-		}()
-		if ref, ok := front.Admit(c.x, msg.Len()); !ok {
-			reply = rateRefusal(ref)
-			return
-		}
-		reply, ran = front.Run(c.ctx, msg, &x, nil), msg
-	})
-}
-
-// rateRefusal is the reply to a frame the caller's rate limit refuses:
-// one RESOURCE_EXHAUSTED error, whatever the frame held.
-func rateRefusal(msg string) []byte {
-	return wire.AppendError(nil, wire.NullID, wire.Refused(codes.ResourceExhausted, msg))
-}
-
-// refuseFrame is the reply to msg when none of its calls may run: the
-// error e for each call, with its id, as a batch when msg is one; nothing
-// for notifications.
-func refuseFrame(msg *wire.Message, e *mapping.Error) []byte {
-	refuse := func(dst []byte, r *wire.Request) []byte {
-		switch {
-		case r.Invalid != nil:
-			return wire.AppendError(dst, wire.NullID, e)
-		case r.Notification():
-			return dst
-		}
-		return wire.AppendError(dst, r.ID, e)
-	}
-	if !msg.Batch {
-		return refuse(nil, &msg.Single)
-	}
-	dst := []byte{'['}
-	for i := range msg.Members {
-		n := len(dst)
-		if n > 1 {
-			dst = append(dst, ',')
-		}
-		if dst = refuse(dst, &msg.Members[i]); len(dst) == n+1 && n > 1 {
-			dst = dst[:n] // a notification: no comma either
-		}
-	}
-	if len(dst) == 1 {
-		return nil
-	}
-	return append(dst, ']')
-}
-
-// reply writes the reply of f, if any, and then lets the streams it
-// opened start. While it waits for the socket the reply counts in the
-// connection's WSBufferBytes (see countReply): when msg, the message it
-// answers, is given, opened no stream, and its reply does not fit, the
-// reply is dropped and each call of msg gets SLOW_CLIENT instead.
-func (c *wsConn) reply(f *wsFrame, msg *wire.Message, reply []byte) {
-	defer f.replied()
-	if len(reply) == 0 {
-		return
-	}
-	f.mu.Lock()
-	refusable := msg != nil && len(f.opened) == 0
-	f.mu.Unlock()
-	n := int64(len(reply))
-	if !c.countReply(n, refusable) {
-		reply = refuseFrame(msg, c.repliesUnread())
-		if len(reply) == 0 {
-			return
-		}
-		n = int64(len(reply))
-		c.countReply(n, false)
-	}
-	defer c.uncountReply(n)
-	c.write(reply)
-}
-
-// countReply counts n bytes of a reply waiting for the socket among the
-// connection's bytes waiting for the client (those of its streams too, so
-// that they stop reading their backends while replies wait), unless
-// refusable and the replies already waiting would go past WSBufferBytes
-// with it: then it counts nothing and returns false. A reply with no
-// other waiting always fits, so one of up to max_response_bytes is always
-// sent.
-func (c *wsConn) countReply(n int64, refusable bool) bool {
-	b := &c.buffered
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if refusable && b.replies > 0 && b.replies+n > c.s.opts.WSBufferBytes {
-		return false
-	}
-	b.replies += n
-	b.out += n
-	return true
-}
-
-// uncountReply counts a written reply of n bytes no longer waiting, and
-// wakes the streams waiting for room.
-func (c *wsConn) uncountReply(n int64) {
-	b := &c.buffered
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.replies -= n
-	b.out -= n
-	if b.room != nil {
-		close(b.room)
-		b.room = nil
-	}
-}
-
-// repliesUnread is the error of each call whose reply did not fit in
-// WSBufferBytes beside the replies the client has not read yet.
-func (c *wsConn) repliesUnread() *mapping.Error {
-	value := strconv.FormatInt(c.s.opts.WSBufferBytes, 10)
-	return wire.Status(codes.ResourceExhausted, "SLOW_CLIENT",
-		"the client has not read the replies waiting for it, over ws_buffer_bytes ("+value+
-			" bytes) with this one, so its reply was dropped (the call may have run): read the earlier replies before calling again",
-		"limit", "ws_buffer_bytes", "value", value)
-}
-
 // write sends one text frame. A frame that cannot be written within
 // WSPingInterval means the client is gone or not reading: the library
 // then closes the connection.
@@ -546,68 +246,4 @@ func (c *wsConn) write(b []byte) error {
 		c.s.opts.Logger.Debug("cannot write a WebSocket frame", "error", err)
 	}
 	return err
-}
-
-// drain closes the connection with 1001 once none of its calls and
-// streams runs, or at once when Shutdown says so: what runs then is
-// cancelled.
-func (c *wsConn) drain() {
-	force := c.s.conns.forceChan()
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for c.busy() {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-force:
-			c.ws.Close(websocket.StatusGoingAway, "the server is shutting down")
-			return
-		case <-t.C:
-		}
-	}
-	c.ws.Close(websocket.StatusGoingAway, "the server is shutting down")
-}
-
-// busy reports whether a call or a stream of the connection runs.
-func (c *wsConn) busy() bool {
-	if len(c.slots) > 0 {
-		return true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.nstreams > 0
-}
-
-// keepAlive pings the client every WSPingInterval and closes the
-// connection when a pong does not come back within another one; on
-// Shutdown it closes the connection with 1001.
-func (c *wsConn) keepAlive(closing <-chan struct{}) {
-	d := c.s.opts.PingInterval
-	var tick <-chan time.Time
-	if d > 0 {
-		t := time.NewTicker(d)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-closing:
-			c.drain()
-			return
-		case <-tick:
-			if c.stalled.Load() {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(c.ctx, d)
-			err := c.ws.Ping(ctx)
-			cancel()
-			if err != nil && c.ctx.Err() == nil {
-				c.s.opts.Logger.Debug("WebSocket client did not answer a ping", "error", err)
-				c.ws.CloseNow()
-				return
-			}
-		}
-	}
 }

@@ -149,7 +149,7 @@ func (c *wsConn) send(p *controlParams) ([]byte, *mapping.Error) {
 	case st.sendq <- sent{m, n}:
 		return []byte("true"), nil
 	default:
-		c.uncount(st, 0, n)
+		c.uncountIn(st, n)
 		return nil, c.sendBufferFull("stream_buffer")
 	}
 }

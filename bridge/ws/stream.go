@@ -3,46 +3,41 @@ package ws
 import (
 	"context"
 	"errors"
-	"io"
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
 
-// Causes of the end of a stream's context, besides errConnClosed.
+// Causes of the end of a stream's context: a StreamEnd is the error of
+// its rpc.stream.end.
 var (
-	errStreamDone        = errors.New("bridge: the stream ended")
-	errSlowClient        = errors.New("bridge: the client is not reading the stream")
-	errCancelledByClient = errors.New("bridge: the client cancelled the stream")
+	errStreamDone        = errors.New("bridge: the stream ended") // never told: the end is sent already
+	errCancelledByClient = &dispatch.StreamEnd{Err: wire.Status(codes.Canceled, "CANCELLED_BY_CLIENT", "the stream was cancelled by the client")}
+	errPanic             = &dispatch.StreamEnd{Err: wire.Internal}
 )
 
-// stream is one call of a streaming method over WebSocket. Three
-// goroutines of the connection serve it: sendLoop sends the request
-// messages, recvLoop reads the responses into out, and pump writes out to
-// the socket, then the end notification.
+// stream is one call of a streaming method over WebSocket, a Sink of the
+// engine's: the engine opened its backend stream (dispatch.OpenStream),
+// whose sender (a goroutine of the engine's, for client and bidi streams)
+// sends the request messages, Next giving those of rpc.stream.send; two
+// goroutines of the connection serve it: recv pumps the responses into
+// out, as rpc.stream.message notifications, then the end, and pump
+// writes out to the socket.
 type stream struct {
 	id     string
 	h      *dispatch.Method
-	t      *dispatch.Table
-	cs     grpc.ClientStream
-	origin *backend.Origin // where the stream's status comes from
+	bs     *dispatch.Stream
 	cancel context.CancelCauseFunc
-	out    chan []byte   // message notifications waiting for the socket
-	end    []byte        // the end notification; set before out is closed
-	ready  chan struct{} // closed once the reply carrying id is written
-	slow   string        // the limit that was full when the stream was found slow
+	out    *dispatch.Outbox // notifications waiting for the socket
+	ready  chan struct{}    // closed once the reply carrying id is written
+	conn   *wsConn
 
 	mu sync.Mutex
 	// sendq holds the messages of rpc.stream.send until the backend takes
@@ -51,10 +46,12 @@ type stream struct {
 	closed bool // no more messages are taken: sendq is closed or nil
 	ended  bool // the backend's side has ended
 
+	sending int64 // the bytes of the message of sendq being sent (the sender's)
+
 	// Under the connection's buffered.mu: the bytes of the messages in
-	// out and in sendq, and whether the stream has stopped counting them.
-	outBytes, inBytes int64
-	uncounted         bool
+	// sendq, and whether the stream has stopped counting them.
+	inBytes   int64
+	uncounted bool
 }
 
 // sent is a message of rpc.stream.send and its size, the length of its
@@ -65,13 +62,36 @@ type sent struct {
 }
 
 // wsBuffered counts the bytes of the messages of a connection's streams
-// that wait: out for the socket, in for the backend; out counts the
-// frames' replies waiting for the socket too.
+// that wait: out for the socket (with the frames' replies), in for the
+// backend.
 type wsBuffered struct {
+	out dispatch.Shared // ws_buffer_bytes: every stream's outbox, and the replies
+
 	mu      sync.Mutex
-	out, in int64
-	replies int64         // of out: the bytes of frames' replies waiting for the socket
-	room    chan struct{} // closed when messages leave out; nil while no stream waits for room
+	in      int64
+	replies int64 // of out: the bytes of frames' replies waiting for the socket
+}
+
+// Stream is dispatch.Streams': a call of a streaming method opens a
+// stream, but for a client stream sent with all its requests, which is
+// answered in one reply.
+func (f *wsFrame) Stream(m *dispatch.Method, r wire.Request) (dispatch.Mode, dispatch.Sink) {
+	if m.Kind == dispatch.ClientStream && r.Params != nil {
+		return dispatch.Collect, nil
+	}
+	return dispatch.Detach, nil
+}
+
+// Detach is dispatch.Detacher's: it opens a stream on the frame's
+// connection.
+func (f *wsFrame) Detach(ctx context.Context, t *dispatch.Table, m *dispatch.Method, r wire.Request, dst []byte) ([]byte, mapping.Code) {
+	return f.conn.open(f, t, m, &r, dst)
+}
+
+// Control is dispatch.Detacher's: rpc.stream.* on the connection's
+// streams.
+func (f *wsFrame) Control(r wire.Request, dst []byte) ([]byte, mapping.Code) {
+	return f.conn.control(&r, dst)
 }
 
 // open starts a stream for the call r of h and appends the reply that
@@ -89,31 +109,32 @@ func (c *wsConn) open(f *wsFrame, t *dispatch.Table, h *dispatch.Method, r *wire
 		e := c.tooManyStreams()
 		return wire.AppendError(dst, r.ID, e), e.Code
 	}
-	ctx, cancel := context.WithCancelCause(metadata.NewOutgoingContext(c.ctx, c.x.Metadata))
-	ctx, origin := backend.WithOrigin(ctx)
-	cs, err := h.Conn.NewStream(ctx, h.Desc, h.Path, backend.StreamCodec)
-	if err != nil {
-		e := c.s.engine.Status(ctx, t, h, err, false)
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	o := c.s.opts
+	st := &stream{
+		id: id, h: h, cancel: cancel, conn: c,
+		out:    dispatch.NewOutbox(dispatch.Limits{Messages: o.StreamBuffer, Bytes: o.StreamBufferBytes, SlowClient: o.SlowClientTimeout}, &c.buffered.out),
+		ready:  make(chan struct{}),
+		closed: true,
+	}
+	var more dispatch.Source
+	if h.Kind != dispatch.ServerStream && r.Params == nil {
+		st.sendq = make(chan sent, o.StreamBuffer)
+		st.closed = false
+		more = st
+	}
+	bs, e := c.s.engine.OpenStream(ctx, t, h, c.x.Metadata, initial, more)
+	if e != nil {
 		cancel(errStreamDone)
 		c.forget(id)
 		return wire.AppendError(dst, r.ID, e), e.Code
 	}
-	st := &stream{
-		id: id, h: h, t: t, cs: cs, cancel: cancel, origin: origin,
-		out:    make(chan []byte, c.s.opts.StreamBuffer),
-		ready:  make(chan struct{}),
-		closed: true,
-	}
-	if h.Kind != dispatch.ServerStream && r.Params == nil {
-		st.sendq = make(chan sent, c.s.opts.StreamBuffer)
-		st.closed = false
-	}
+	st.bs = bs
 	c.mu.Lock()
 	c.streams[id] = st
 	c.mu.Unlock()
 	f.add(st)
-	c.wg.Go(func() { c.sendLoop(ctx, st, initial) })
-	c.wg.Go(func() { c.recvLoop(ctx, st) })
+	c.wg.Go(func() { c.recv(st) })
 	c.wg.Go(func() { c.pump(st) })
 
 	dst = wire.AppendResultHead(dst, r.ID)
@@ -157,39 +178,21 @@ func (c *wsConn) tooManyStreams() *mapping.Error {
 		"limit", "max_streams_per_connection", "value", n)
 }
 
-// sendLoop sends initial, then every message of rpc.stream.send until
-// rpc.stream.close, and half-closes the stream. It is the only goroutine
-// that sends on st.cs.
-func (c *wsConn) sendLoop(ctx context.Context, st *stream, initial []proto.Message) {
-	defer c.recoverStream(st, "send")
-	for _, m := range initial {
-		if st.cs.SendMsg(m) != nil {
-			return // the stream is over; recvLoop reports how
+// Next is dispatch.Source's: the next message of rpc.stream.send, until
+// rpc.stream.close. A message counts as waiting for the backend until the
+// next is asked for, once it was sent.
+func (st *stream) Next(ctx context.Context) (proto.Message, bool) {
+	st.conn.uncountIn(st, st.sending)
+	st.sending = 0
+	select {
+	case m, ok := <-st.sendq:
+		if !ok {
+			return nil, false
 		}
-	}
-	if st.sendq != nil && !c.sendQueued(ctx, st) {
-		return
-	}
-	st.cs.CloseSend()
-}
-
-// sendQueued sends the messages of sendq until it is closed; false means
-// the stream ended first.
-func (c *wsConn) sendQueued(ctx context.Context, st *stream) bool {
-	for {
-		select {
-		case m, ok := <-st.sendq:
-			if !ok {
-				return true
-			}
-			err := st.cs.SendMsg(m.m)
-			c.uncount(st, 0, m.n)
-			if err != nil {
-				return false
-			}
-		case <-ctx.Done():
-			return false
-		}
+		st.sending = m.n
+		return m.m, true
+	case <-ctx.Done():
+		return nil, false
 	}
 }
 
@@ -213,193 +216,66 @@ func (c *wsConn) countIn(st *stream, n int64) string {
 	return ""
 }
 
-// uncount counts out and in bytes of st fewer waiting, and wakes the
-// streams waiting for room.
-func (c *wsConn) uncount(st *stream, out, in int64) {
+// uncountIn counts n bytes of st fewer waiting for the backend.
+func (c *wsConn) uncountIn(st *stream, n int64) {
+	if n == 0 {
+		return
+	}
 	b := &c.buffered
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if st.uncounted {
 		return
 	}
-	st.outBytes -= out
-	st.inBytes -= in
-	b.out -= out
-	b.in -= in
-	if b.room != nil && out > 0 {
-		close(b.room)
-		b.room = nil
-	}
+	st.inBytes -= n
+	b.in -= n
 }
 
-// forgetBytes stops counting the bytes st still holds, once it has ended:
-// what it had queued for the backend is never sent.
+// forgetBytes stops counting the bytes st still holds for the backend,
+// once it has ended: they are never sent.
 func (c *wsConn) forgetBytes(st *stream) {
 	b := &c.buffered
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.out -= st.outBytes
 	b.in -= st.inBytes
-	st.outBytes, st.inBytes, st.uncounted = 0, 0, true
-	if b.room != nil {
-		close(b.room)
-		b.room = nil
-	}
+	st.inBytes, st.uncounted = 0, true
 }
 
-// full returns the limit that keeps st from reading its next message,
-// or "" when there is room: StreamBuffer messages or StreamBufferBytes
-// bytes of it, or WSBufferBytes bytes of the connection's, waiting for
-// the socket. The caller holds buffered.mu.
-func (c *wsConn) full(st *stream) string {
-	switch {
-	case len(st.out) >= cap(st.out):
-		return "stream_buffer"
-	case st.outBytes >= c.s.opts.StreamBufferBytes:
-		return "stream_buffer_bytes"
-	case c.buffered.out >= c.s.opts.WSBufferBytes:
-		return "ws_buffer_bytes"
-	}
-	return ""
+// Send is dispatch.Sink's: it queues the rpc.stream.message notification
+// of msg in out, for the socket.
+func (st *stream) Send(_ context.Context, msg []byte) error {
+	b := wire.AppendStreamMessageHead(make([]byte, 0, len(msg)+len(st.id)+64), st.id)
+	st.out.Put(append(append(b, msg...), "}}"...))
+	return nil
 }
 
-// waitRoom waits until st may read its next message from the backend
-// (see full): until then the backend stream is not read, and gRPC flow
-// control holds the backend back. When there is no room for
-// SlowClientTimeout, the client is not reading: the stream is cancelled.
-func (c *wsConn) waitRoom(ctx context.Context, st *stream) bool {
-	b := &c.buffered
-	var timer *time.Timer
-	for {
-		b.mu.Lock()
-		full := c.full(st)
-		if full == "" {
-			b.mu.Unlock()
-			if timer != nil {
-				timer.Stop()
-			}
-			return true
-		}
-		if b.room == nil {
-			b.room = make(chan struct{})
-		}
-		room := b.room
-		b.mu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(c.s.opts.SlowClientTimeout)
-			defer timer.Stop()
-		}
-		select {
-		case <-room:
-		case <-timer.C:
-			st.slow = full
-			st.cancel(errSlowClient)
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
+// Wait is dispatch.Waiter's: each message is read only once there is
+// room for it in out (dispatch.Outbox.Wait: a client that does not read
+// holds the backend back, and past SlowClientTimeout ends the stream with
+// SLOW_CLIENT).
+func (st *stream) Wait(ctx context.Context) error { return st.out.Wait(ctx) }
 
-// queue puts the notification b of st in out, for the socket.
-func (c *wsConn) queue(st *stream, b []byte) {
-	n := int64(len(b))
-	c.buffered.mu.Lock()
-	st.outBytes += n
-	c.buffered.out += n
-	c.buffered.mu.Unlock()
-	st.out <- b // never waits: waitRoom found room
-}
-
-// recvLoop reads the responses of st into st.out, then sets the end
-// notification and closes st.out.
-func (c *wsConn) recvLoop(ctx context.Context, st *stream) {
-	var err error
+// recv pumps the responses of st into its outbox once the reply that
+// opened it is written, then closes the outbox with the end notification
+// (-32603 after a panic, which it recovers).
+func (c *wsConn) recv(st *stream) {
+	var err *mapping.Error
 	defer func() {
 		if p := recover(); p != nil {
 			c.s.opts.Logger.Error("panic in a stream", "method", st.h.Name, "panic", p, "stack", string(debug.Stack()))
-			err = errPanic
+			err = wire.Internal
 		}
-		st.end = wire.AppendStreamEnd(nil, st.id, c.endError(ctx, st, err))
 		st.mu.Lock()
 		st.ended = true
 		st.mu.Unlock()
 		st.cancel(errStreamDone)
-		close(st.out)
+		st.out.Close(wire.AppendStreamEnd(nil, st.id, err))
 	}()
-	// Each message is read only once there is room for it, so that a
-	// client that does not read holds the backend back rather than
-	// growing the buffers.
 	select {
 	case <-st.ready:
-	case <-ctx.Done():
-		err = ctx.Err()
-		return
+	case <-st.bs.Context().Done():
 	}
-	var raw backend.Raw // the response as it came, transcoded to JSON at once
-	for {
-		if !c.waitRoom(ctx, st) {
-			err = ctx.Err()
-			return
-		}
-		if err = st.cs.RecvMsg(&raw); err != nil {
-			return
-		}
-		b, merr := appendMessage(nil, st.id, st.h.Codec, raw.B)
-		if cap(raw.B) > keptRaw {
-			raw.B = nil // waiting for room, the stream holds its JSON alone
-		}
-		if merr != nil {
-			c.s.opts.Logger.Error("cannot encode a stream message", "method", st.h.Name, "error", merr)
-			err = errPanic
-			return
-		}
-		c.queue(st, b)
-	}
-}
-
-// recoverStream turns a panic in a goroutine of st into a log line and
-// the cancellation of the stream, which then ends with -32603.
-func (c *wsConn) recoverStream(st *stream, what string) {
-	if p := recover(); p != nil {
-		c.s.opts.Logger.Error("panic in a stream", "method", st.h.Name, "in", what, "panic", p, "stack", string(debug.Stack()))
-		st.cancel(errPanic)
-	}
-}
-
-// errPanic stands for a failure of the bridge's own in a stream.
-var errPanic = errors.New("bridge: internal failure in a stream")
-
-// endError is the error the end notification of st carries for err, the
-// error that ended recvLoop; nil for a stream that completed.
-func (c *wsConn) endError(ctx context.Context, st *stream, err error) *mapping.Error {
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
-	switch cause := context.Cause(ctx); {
-	case errors.Is(err, errPanic), errors.Is(cause, errPanic):
-		return wire.Internal
-	case errors.Is(cause, errSlowClient):
-		return c.slowClient(st)
-	case errors.Is(cause, errCancelledByClient):
-		return wire.Status(codes.Canceled, "CANCELLED_BY_CLIENT", "the stream was cancelled by the client")
-	case errors.Is(cause, errConnClosed):
-		return wire.Status(codes.Canceled, "CONNECTION_CLOSED", "the connection closed") // never delivered
-	}
-	return c.s.engine.Status(ctx, st.t, st.h, err, st.origin.Remote(status.Convert(err)))
-}
-
-// slowClient is the error that ends st when its client did not read in
-// time, naming the limit (see full) that was reached.
-func (c *wsConn) slowClient(st *stream) *mapping.Error {
-	o := c.s.opts
-	switch st.slow {
-	case "stream_buffer_bytes":
-		return wire.SlowClient(st.slow, o.StreamBufferBytes, o.SlowClientTimeout)
-	case "ws_buffer_bytes":
-		return wire.SlowClient(st.slow, o.WSBufferBytes, o.SlowClientTimeout)
-	}
-	return wire.SlowClient("stream_buffer", int64(o.StreamBuffer), o.SlowClientTimeout)
+	_, err = st.bs.Pump(st)
 }
 
 // pump writes the notifications of st to the socket, in order, then its
@@ -408,27 +284,31 @@ func (c *wsConn) slowClient(st *stream) *mapping.Error {
 func (c *wsConn) pump(st *stream) {
 	defer c.forget(st.id)
 	defer c.forgetBytes(st)
-	defer c.recoverStream(st, "write")
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.opts.Logger.Error("panic in a stream", "method", st.h.Name, "in", "write", "panic", p, "stack", string(debug.Stack()))
+			st.cancel(errPanic)
+		}
+	}()
 	<-st.ready
 	ok := true
-	for b := range st.out {
-		if ok && c.write(b) != nil {
-			ok = false // the connection is closing; drain out
+	var batch [][]byte
+	for {
+		<-st.out.Wake()
+		var last []byte
+		var closed bool
+		batch, last, closed = st.out.Take(batch)
+		for _, b := range batch {
+			if ok && c.write(b) != nil {
+				ok = false // the connection is closing; drain out
+			}
 		}
-		c.uncount(st, int64(len(b)), 0)
+		st.out.Written(batch)
+		if closed {
+			if ok && last != nil {
+				c.write(last)
+			}
+			return
+		}
 	}
-	if ok {
-		c.write(st.end)
-	}
-}
-
-// keptRaw bounds the buffer a stream keeps for its next response.
-const keptRaw = 64 << 10
-
-// appendMessage appends the rpc.stream.message notification of the
-// response whose wire bytes are msg.
-func appendMessage(dst []byte, id string, codec *mapping.Codec, msg []byte) ([]byte, error) {
-	dst = wire.AppendStreamMessageHead(dst, id)
-	dst, err := codec.AppendResultWire(dst, msg)
-	return append(dst, "}}"...), err
 }
