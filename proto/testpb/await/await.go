@@ -43,6 +43,20 @@ func NoError(tb testing.TB, d time.Duration, what string, f func() error) time.D
 	}
 }
 
+// Try polls f until it returns nil or d passes, and returns f's last error
+// (nil once it held): NoError for a caller that words the failure itself,
+// or that awaits outside a test's goroutine.
+func Try(d time.Duration, f func() error) error {
+	start := time.Now()
+	for {
+		err := f()
+		if err == nil || time.Since(start) > d {
+			return err
+		}
+		time.Sleep(Every)
+	}
+}
+
 // Receive awaits a value (or the close) of ch and returns it. If none comes within d,
 // the test fails naming what it awaited.
 func Receive[T any](tb testing.TB, d time.Duration, what string, ch <-chan T) T {
