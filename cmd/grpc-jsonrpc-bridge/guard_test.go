@@ -19,6 +19,8 @@ import (
 	"crypto/sha256"
 
 	"encoding/hex"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // TestGracefulShutdown: calls in flight when the signal arrives complete
@@ -65,10 +67,10 @@ func TestGracefulShutdown(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	took := eventually(t, 5*time.Second, "/readyz 503", func() bool { return readyz() == http.StatusServiceUnavailable })
+	took := await.Until(t, 5*time.Second, "/readyz 503", func() bool { return readyz() == http.StatusServiceUnavailable })
 	t.Logf("/readyz turned 503 within %s of the signal", took)
 	// After the delay the listener closes while the slow calls still run.
-	eventually(t, 5*time.Second, "connections refused", func() bool {
+	await.Until(t, 5*time.Second, "connections refused", func() bool {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return true
@@ -230,7 +232,7 @@ func TestDrainKeepsIdleConnections(t *testing.T) {
 			}
 			p.cancel() // as SIGTERM does
 			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: waitLimit}
-			eventually(t, 5*time.Second, "/readyz 503", func() bool {
+			await.Until(t, 5*time.Second, "/readyz 503", func() bool {
 				resp, err := client.Get("http://" + addr + "/readyz")
 				if err != nil {
 					return false

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // The attacks of issue 13, points 1 and 2, over the HTTPS listener, where
@@ -211,7 +213,7 @@ func TestHTTP2UnreadReplies(t *testing.T) {
 	} else if !held {
 		t.Logf("the attackers took longer than reply_timeout to set up; not checking that they held the slots")
 	}
-	took := eventually(t, 10*time.Second, "a legitimate call answered", func() bool {
+	took := await.Until(t, 10*time.Second, "a legitimate call answered", func() bool {
 		status, _, _ := rpc(t, legit, base+"/", call("helloworld.Greeter.SayHello"), nil)
 		return status == http.StatusOK
 	})
