@@ -320,13 +320,25 @@ func TestBackendFaults(t *testing.T) {
 					bad = append(bad, strings.TrimSpace(string(must(json.Marshal(r)))))
 				}
 				mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // the stream's pace: a rate, not a wait for anything
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond)
+	tally := func(c int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if c < 0 {
+			n := 0
+			for _, k := range results {
+				n += k
+			}
+			return n
+		}
+		return results[c]
+	}
+	await.Until(t, 10*time.Second, "the steady stream's first calls", func() bool { return tally(-1) >= 8 })
 	stop()
-	time.Sleep(500 * time.Millisecond)
+	await.Until(t, 10*time.Second, "a call of the stream failing with 14 with the backend down", func() bool { return tally(14) > 0 })
 	// While the flaky backend is down, the other one serves; calls to the
 	// flaky one fail promptly with 14.
 	if _, r, _ := rpc(t, http.DefaultClient, url, call("helloworld.Greeter.SayHello"), nil); code(r) != 0 {

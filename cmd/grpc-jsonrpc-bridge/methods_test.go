@@ -444,7 +444,9 @@ func TestServeWithoutReflection(t *testing.T) {
 			t.Errorf("got warning %s, want it to contain %s", warning, want)
 		}
 	}
-	// The fastest backoff would have retried several times by now.
+	// The fastest backoff would have retried several times by now. A
+	// sleep: what is asserted after it is that no retry warned again,
+	// and a "never" has no condition to await.
 	time.Sleep(1500 * time.Millisecond)
 	status, body := do(t, "http://"+addr+"/readyz", "")
 	if status != 503 || !strings.Contains(body, "reflection") {
