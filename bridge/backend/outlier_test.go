@@ -68,6 +68,9 @@ func TestFastFailing(t *testing.T) {
 			fault := time.Now()
 			await.Until(t, 10*time.Second, "the address ejected", func() bool { return stateOf(c, bad.Addr) == "ejected" })
 
+			// Sleeps: "from 4 s after the fault" and the second measured
+			// from then are bounds on the clock of what is measured, not
+			// conditions to await (the 2000 calls in it are awaited).
 			time.Sleep(time.Until(fault.Add(4 * time.Second)))
 			from, before := time.Now(), sentTo(c)
 			l.awaitCalls(t, from, 2000)
