@@ -315,7 +315,14 @@ func TestPassword(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l, lg := newLimiter(t, redislimit.Options{URL: tt.url, Password: tt.password, Limit: ratelimit.Limit{Rate: 1, Burst: 1}, Fallback: redislimit.Deny})
 			l.Allow(t.Context(), alice, 1)
-			time.Sleep(100 * time.Millisecond) // the first probe
+			// The first probe (at once, at New): a refused password is an
+			// outage, awaited; a right one is no outage, which a probe that
+			// failed would start ("never": held for 100 ms).
+			if tt.state == "down" {
+				await.Until(t, 10*time.Second, "the store down", func() bool { return !l.Up() })
+			} else {
+				await.Holds(t, 100*time.Millisecond, "the store up", l.Up)
+			}
 			st := l.Status()
 			if st.State != tt.state {
 				t.Fatalf("got %+v, want state %s", st, tt.state)
