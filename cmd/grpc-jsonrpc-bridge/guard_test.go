@@ -203,6 +203,7 @@ func TestDrainKeepsIdleConnections(t *testing.T) {
 	backend := startBackend(t, nil)
 	for _, lean := range []string{"true", "false"} {
 		t.Run("lean_http1="+lean, func(t *testing.T) {
+			t.Parallel() // each its own bridge
 			p, addr := startBridge(t, "--backend", backend, "--shutdown-delay", "2s", "--lean-http1="+lean)
 			conn, err := net.Dial("tcp", addr)
 			if err != nil {

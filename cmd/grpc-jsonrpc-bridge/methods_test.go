@@ -436,6 +436,7 @@ func TestOpenRPCDefaultsShown(t *testing.T) {
 // answers Unimplemented warns once that --protoset or --proto are needed,
 // as openrpc says, and keeps retrying slowly, not reported.
 func TestServeWithoutReflection(t *testing.T) {
+	t.Parallel() // its own backend and bridge
 	p, addr := startServing(t, "--backend", startPlainBackend(t))
 	first := p.stderr.until(t, "a warning", func(l string) bool { return strings.Contains(l, `"level":"WARN"`) })
 	warning := first[len(first)-1]

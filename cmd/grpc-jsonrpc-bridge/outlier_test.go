@@ -116,6 +116,7 @@ func liveStream(t *testing.T, url string, _ *websocket.Conn) error {
 func TestOutlierDetection(t *testing.T) {
 	for _, mode := range callModes {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel() // each its own fleet and bridge
 			f := fleet.Start(t, 4)
 			p, addr := startBridge(t, "--backend", f.Target(), "--balance", "round_robin", "--direct-calls="+mode.direct,
 				"--outlier-ejection-time", "2s", "--outlier-max-ejection-time", "2s", "--outlier-codes", "unavailable,8")
