@@ -192,6 +192,10 @@ func TestRateLimitStoreOutage(t *testing.T) {
 // error). It reports the p99 latency while replicas restart against the
 // p99 of the steady state.
 func TestRollingRestart(t *testing.T) {
+	// In parallel with the tests of other things than a rate (the rate
+	// limit's tests run before, alone): it holds no call fails, which a
+	// busier machine does not change.
+	t.Parallel()
 	nginxBinary(t)
 	backend := startBackend(t)
 	rs := startReplicas(t, 3, "--backend", backend, "--shutdown-delay", "5s", "--shutdown-timeout", "10s", "--access-log=false")
@@ -271,6 +275,7 @@ func grepLines(s, sub string) string {
 // 1001 (going away), within shutdown_delay + shutdown_timeout; the
 // replicas it was not on do not touch it.
 func TestWebSocketThroughNginx(t *testing.T) {
+	t.Parallel()
 	nginxBinary(t)
 	backend := startBackend(t)
 	rs := startReplicas(t, 3, "--backend", backend, "--shutdown-delay", "1s", "--shutdown-timeout", "3s", "--access-log=false")
