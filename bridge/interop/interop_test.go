@@ -72,11 +72,16 @@ func suite(t *testing.T, k kind) {
 		})
 	}
 	// withServer runs f on both paths, each with a server of its own
-	// started with opts and a bridge in front of it.
+	// started with opts and a bridge in front of it; the two paths run in
+	// parallel (nothing is shared), but for restart, whose load is heavy
+	// and whose accounting reads the exact moments of kills.
 	withServer := func(name string, opts backendOptions, f func(t *testing.T, be *backend, b *bridgeProc)) {
 		t.Run(name, func(t *testing.T) {
 			for _, p := range paths {
 				t.Run(p.name, func(t *testing.T) {
+					if name != "restart" {
+						t.Parallel()
+					}
 					be := startBackend(t, k, opts)
 					f(t, be, startBridge(t, be, bridgeConfig{direct: p.direct, protoset: !k.reflection, responseHeaders: []string{peerHeader}}))
 				})
