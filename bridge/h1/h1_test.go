@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -521,15 +522,29 @@ func TestReplyInPiecesHeldBounded(t *testing.T) {
 	}
 }
 
-// closedAfter sends parts to addr, pausing gap after each one but the
-// last, and returns how long after the connection was opened the server
-// closed it, and what it wrote before.
-func closedAfter(t *testing.T, addr string, parts []string, gap time.Duration) (time.Duration, []byte) {
+// closedBoth sends parts to net/http's server (std) and h1's (fast) at
+// once, pausing gap after each one but the last, and returns how long
+// after each connection was opened its server closed it, and what it
+// wrote before; the two waits for a timeout overlap.
+func closedBoth(t *testing.T, std, fast string, parts []string, gap time.Duration) (dStd, dFast time.Duration, outStd, outFast []byte) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	cs := make([]net.Conn, 2)
+	for i, addr := range []string{std, fast} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = c
 	}
+	var wg sync.WaitGroup
+	wg.Go(func() { dStd, outStd = closedAfterOn(cs[0], parts, gap) })
+	wg.Go(func() { dFast, outFast = closedAfterOn(cs[1], parts, gap) })
+	wg.Wait()
+	return dStd, dFast, outStd, outFast
+}
+
+// closedAfterOn is one connection's part of closedBoth; it closes c.
+func closedAfterOn(c net.Conn, parts []string, gap time.Duration) (time.Duration, []byte) {
 	defer c.Close()
 	start := time.Now()
 	done := make(chan []byte, 1)
@@ -560,6 +575,7 @@ func closedAfter(t *testing.T, addr string, parts []string, gap time.Duration) (
 // waited IdleTimeout), or a head handed to net/http after part of that
 // time went by (which once gave the client a second ReadHeaderTimeout).
 func TestHeadTimeoutHolds(t *testing.T) {
+	t.Parallel() // its own servers; the time it measures is a timeout's, idle
 	const rht = 2 * time.Second
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
 	srv := func(lean bool) string {
@@ -597,9 +613,9 @@ func TestHeadTimeoutHolds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			for _, addr := range []string{std, fast} {
-				d, _ := closedAfter(t, addr, tc.parts, tc.gap)
-				if d < rht-100*time.Millisecond || d > rht+900*time.Millisecond {
+			dStd, dFast, _, _ := closedBoth(t, std, fast, tc.parts, tc.gap)
+			for i, d := range []time.Duration{dStd, dFast} {
+				if addr := []string{std, fast}[i]; d < rht-100*time.Millisecond || d > rht+900*time.Millisecond {
 					t.Errorf("%s: closed after %v, want ReadHeaderTimeout (%v)", addr, d.Round(time.Millisecond), rht)
 				}
 			}
@@ -612,6 +628,7 @@ func TestHeadTimeoutHolds(t *testing.T) {
 // header line was cut, nothing when the request line was), as a head cut
 // short by the end of the connection already is.
 func TestHeadTimeoutAnswers(t *testing.T) {
+	t.Parallel() // its own servers; what it waits for is a timeout, idle
 	p := startPair(t, http.HandlerFunc(echo))
 	for _, tc := range []struct{ name, raw string }{
 		{"request line cut", "POST / HTTP/1.1"},
@@ -622,8 +639,7 @@ func TestHeadTimeoutAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, w := closedAfter(t, p.std, []string{tc.raw}, 0)
-			_, g := closedAfter(t, p.fast, []string{tc.raw}, 0)
+			_, _, w, g := closedBoth(t, p.std, p.fast, []string{tc.raw}, 0)
 			if got, want := normal(g), normal(w); got != want {
 				t.Errorf("h1 answered\n%s\nnet/http answered\n%s", got, want)
 			}
