@@ -259,7 +259,8 @@ type outcome struct {
 	body    string
 }
 
-// drive sends calls at rate calls a second for d, open loop, each a POST
+// drive sends calls at rate calls a second for d (or until ctx ends, the
+// calls sent then let finish), open loop, each a POST
 // of body to url with header, and returns every outcome in the order
 // they were sent. At most 512 calls wait at once; one more counts as a
 // failure.
@@ -292,7 +293,8 @@ func drive(ctx context.Context, url, body string, header http.Header, rate float
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+				// A call sent is let finish when ctx ends the sending.
+				req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, url, strings.NewReader(body))
 				if err != nil {
 					o.err = err
 					return

@@ -187,7 +187,8 @@ func TestRateLimitStoreOutage(t *testing.T) {
 }
 
 // TestRollingRestart: three replicas behind nginx take 300 calls a
-// second for 30 s while each in turn gets SIGTERM and is started again
+// second (from 3 s before the first restart to 3 s after the last, at
+// most 30 s) while each in turn gets SIGTERM and is started again
 // once it has exited: no call fails (no 502, no 504, no connection
 // error). It reports the p99 latency while replicas restart against the
 // p99 of the steady state.
@@ -204,6 +205,8 @@ func TestRollingRestart(t *testing.T) {
 	type window struct{ from, to time.Duration }
 	restarts := make(chan []window, 1)
 	start := time.Now()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	go func() {
 		var ws []window
 		// Sleep: the first 3 s of the load are the steady state whose p99
@@ -220,8 +223,11 @@ func TestRollingRestart(t *testing.T) {
 			ws = append(ws, window{from, time.Since(start)})
 		}
 		restarts <- ws
+		// The load ends 3 s after the last replica is back (a span of
+		// the load's clock, like the first 3 s), at 30 s at the latest.
+		time.AfterFunc(3*time.Second, cancel)
 	}()
-	out := drive(t.Context(), "http://"+lb.addr+"/", echoCall, nil, 300, run)
+	out := drive(ctx, "http://"+lb.addr+"/", echoCall, nil, 300, run)
 	ws := <-restarts
 	if n, first := failures(out); n > 0 {
 		t.Errorf("%d of %d calls failed during the rolling restart:\n%s", n, len(out), first)
