@@ -93,6 +93,7 @@ type h2Answer struct {
 // 429 at once), no slot is held, legitimate callers are answered, and
 // body_timeout ends the bodies with 408.
 func TestHTTP2SlowBodies(t *testing.T) {
+	t.Parallel() // its own backend and bridge; it waits on body_timeout
 	const conns, streams, reads = 4, 10, 4
 	const bodyTimeout = 2 * time.Second
 	dir := t.TempDir()
@@ -173,6 +174,7 @@ collect:
 // a large reply held their slots. Now reply_timeout resets their streams
 // and frees the slots while the clients stay connected.
 func TestHTTP2UnreadReplies(t *testing.T) {
+	t.Parallel() // its own backend and bridge; it waits on reply_timeout
 	const attackers = 4
 	const replyTimeout = 2 * time.Second
 	dir := t.TempDir()
