@@ -145,6 +145,7 @@ func TestAlertsQuiet(t *testing.T) {
 // TestAlertsFire: on each alert's faulty samples, that alert fires and
 // no other.
 func TestAlertsFire(t *testing.T) {
+	t.Parallel()
 	var tested []string
 	for _, f := range faults {
 		tested = append(tested, f.alert)

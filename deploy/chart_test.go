@@ -95,6 +95,7 @@ func lintChart(t *testing.T, vals map[string]any) {
 
 // TestChartLint: helm lint passes with the default values and every value set.
 func TestChartLint(t *testing.T) {
+	t.Parallel()
 	lintChart(t, nil)
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) { lintChart(t, parseValues(t, vs.values)) })
@@ -182,6 +183,7 @@ func TestChartFiles(t *testing.T) {
 // TestChartValueSets renders the defaults and every value set, decodes
 // each object strictly and checks the invariants.
 func TestChartValueSets(t *testing.T) {
+	t.Parallel()
 	ch := loadChart(t)
 	sets := append([]valueSet{{name: "defaults"}}, valueSets...)
 	for _, vs := range sets {

@@ -27,44 +27,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/binary"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/daemon"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	builtBin  string
-	buildErr  error
-)
+func TestMain(m *testing.M) { binary.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// bridgeBinary builds the bridge once for all the tests of the package.
-func bridgeBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "bridge-deploy-test-")
-		if buildErr != nil {
-			return
-		}
-		builtBin = filepath.Join(buildDir, "grpc-jsonrpc-bridge")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/cmd/grpc-jsonrpc-bridge").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
+// bridgeBinary is the bridge's binary, built once for all the tests of the
+// package.
+func bridgeBinary(t *testing.T) string { return binary.Build(t) }
 
 // freePorts are n loopback TCP ports nothing listens on now.
 func freePorts(t *testing.T, n int) []int {
@@ -99,11 +71,8 @@ type replica struct {
 	port int
 	args []string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	log    *daemon.Log
-	exited chan struct{}
-	code   int
+	mu   sync.Mutex
+	proc *binary.Proc // the latest start's
 }
 
 // startReplicas starts n replicas of serve with args (the backend's
@@ -114,9 +83,7 @@ func startReplicas(t *testing.T, n int, args ...string) []*replica {
 	bin := bridgeBinary(t)
 	var rs []*replica
 	for _, port := range freePorts(t, n) {
-		r := &replica{t: t, bin: bin, port: port, args: args}
-		t.Cleanup(r.kill)
-		rs = append(rs, r)
+		rs = append(rs, &replica{t: t, bin: bin, port: port, args: args})
 	}
 	for _, r := range rs {
 		r.start()
@@ -129,91 +96,39 @@ func startReplicas(t *testing.T, n int, args ...string) []*replica {
 
 func (r *replica) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
 
-// start runs the process; waitReady waits until /readyz is 200.
+// start runs the process, killed (SIGKILL) when the test ends if it still
+// runs; waitReady waits until /readyz is 200.
 func (r *replica) start() {
 	r.t.Helper()
-	args := append([]string{"serve", "--listen", r.addr(), "--log-format", "json",
+	args := append([]string{r.bin, "serve", "--listen", r.addr(), "--log-format", "json",
 		"--protoset", filepath.Join("..", "proto", "testpb", "test.protoset")}, r.args...)
-	cmd := exec.Command(r.bin, args...)
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "BRIDGE_") })
-	log := &daemon.Log{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	exited := make(chan struct{})
+	p := binary.Start(r.t, args, binary.Options{Name: "replica " + r.addr(), Stop: syscall.SIGKILL})
 	r.mu.Lock()
-	r.cmd, r.log, r.exited = cmd, log, exited
+	r.proc = p
 	r.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		code := 0
-		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			code = ee.ExitCode()
-		}
-		r.mu.Lock()
-		r.code = code
-		r.mu.Unlock()
-		close(exited)
-	}()
+}
+
+func (r *replica) current() *binary.Proc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc
 }
 
 func (r *replica) waitReady() {
 	r.t.Helper()
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-r.exited:
-			r.t.Fatalf("replica %s exited at start:\n%s", r.addr(), r.log.String())
-		default:
-		}
-		if resp, err := client.Get("http://" + r.addr() + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.t.Fatalf("replica %s not ready within 30s:\n%s", r.addr(), r.log.String())
+	r.current().Ready(r.t, r.addr(), 30*time.Second)
 }
 
+// log is what the latest process has written.
+func (r *replica) log() string { return r.current().Output() }
+
 // sigterm sends SIGTERM, as Kubernetes and systemd stop a process.
-func (r *replica) sigterm() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-}
+func (r *replica) sigterm() { r.current().Signal(syscall.SIGTERM) }
 
 // wait waits for the process to exit and returns its exit code.
 func (r *replica) wait(limit time.Duration) int {
 	r.t.Helper()
-	r.mu.Lock()
-	exited := r.exited
-	r.mu.Unlock()
-	select {
-	case <-exited:
-	case <-time.After(limit):
-		r.t.Fatalf("replica %s did not exit within %s:\n%s", r.addr(), limit, r.log.String())
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.code
-}
-
-func (r *replica) kill() {
-	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
-	r.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	<-exited
-	if r.t.Failed() {
-		r.t.Logf("replica %s log:\n%s", r.addr(), r.log.String())
-	}
+	return r.current().Wait(r.t, limit)
 }
 
 // metric is the value of the series name (labels included, as the
@@ -344,7 +259,8 @@ type outcome struct {
 	body    string
 }
 
-// drive sends calls at rate calls a second for d, open loop, each a POST
+// drive sends calls at rate calls a second for d (or until ctx ends, the
+// calls sent then let finish), open loop, each a POST
 // of body to url with header, and returns every outcome in the order
 // they were sent. At most 512 calls wait at once; one more counts as a
 // failure.
@@ -377,7 +293,8 @@ func drive(ctx context.Context, url, body string, header http.Header, rate float
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+				// A call sent is let finish when ctx ends the sending.
+				req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, url, strings.NewReader(body))
 				if err != nil {
 					o.err = err
 					return

@@ -19,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit/redistest"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 const (
@@ -65,7 +66,10 @@ func TestGlobalRateLimit(t *testing.T) {
 	common := []string{"--backend", backend, "--auth-file", auth, "--rate-limit", "50", "--rate-burst", "50", "--access-log=false"}
 
 	t.Run("store", func(t *testing.T) {
-		rs := startReplicas(t, 3, append(common, "--rate-limit-store", store.URL())...)
+		// The store's timeout is 1 s rather than the default 50 ms: on a
+		// loaded test machine one round trip in thousands took longer,
+		// which counted a store error; what is measured is the sharing.
+		rs := startReplicas(t, 3, append(common, "--rate-limit-store", store.URL(), "--rate-limit-store-timeout", "1s")...)
 		lb := startNginx(t, rs)
 		out := drive(t.Context(), "http://"+lb.addr+"/", echoCall, header, 300, 10*time.Second)
 		if n, first := failures(out); n > 0 {
@@ -109,10 +113,17 @@ func TestRateLimitStoreOutage(t *testing.T) {
 
 	t.Run("local", func(t *testing.T) {
 		store := redistest.Start(t, "")
-		rs := startReplicas(t, 3, append(common, "--rate-limit-store", store.URL())...)
+		// A 1 s store timeout, as in TestGlobalRateLimit: a round trip
+		// slower than 50 ms on a loaded machine began a second outage,
+		// logged twice. A killed store refuses at once, so the outage
+		// itself is seen as soon as with the default.
+		rs := startReplicas(t, 3, append(common, "--rate-limit-store", store.URL(), "--rate-limit-store-timeout", "1s")...)
 		lb := startNginx(t, rs)
 		const killAt, backAt, end = 2 * time.Second, 5 * time.Second, 9 * time.Second
 		go func() {
+			// Sleeps: the kill and the return are points on the load's
+			// clock (the checks read its seconds 3-4 and 7-8), a
+			// schedule rather than a condition to await.
 			time.Sleep(killAt)
 			store.Kill()
 			time.Sleep(backAt - killAt)
@@ -133,10 +144,10 @@ func TestRateLimitStoreOutage(t *testing.T) {
 			if up := r.metric("jsonrpc_bridge_rate_limit_store_up"); up != 1 {
 				t.Errorf("replica %s: store_up %v after the return, want 1", r.addr(), up)
 			}
-			if n := strings.Count(r.log.String(), "the rate limit store does not answer"); n != 1 {
+			if n := strings.Count(r.log(), "the rate limit store does not answer"); n != 1 {
 				t.Errorf("replica %s: the outage logged %d times at its start, want once", r.addr(), n)
 			}
-			if n := strings.Count(r.log.String(), "the rate limit store answers again"); n != 1 {
+			if n := strings.Count(r.log(), "the rate limit store answers again"); n != 1 {
 				t.Errorf("replica %s: the outage logged %d times at its end, want once", r.addr(), n)
 			}
 		}
@@ -153,7 +164,14 @@ func TestRateLimitStoreOutage(t *testing.T) {
 			rs := startReplicas(t, 3, append(common, "--rate-limit-store", store.URL(), "--rate-limit-store-fallback", tt.fallback)...)
 			lb := startNginx(t, rs)
 			store.Kill()
-			time.Sleep(500 * time.Millisecond) // the first failed round trips
+			// The first failed round trips: one call through each
+			// replica finds the store down, which its store_up shows.
+			for _, r := range rs {
+				call(t, r.addr(), header)
+				await.Until(t, 10*time.Second, "replica "+r.addr()+"'s store_up 0", func() bool {
+					return r.metric("jsonrpc_bridge_rate_limit_store_up") == 0
+				})
+			}
 			out := drive(t.Context(), "http://"+lb.addr+"/", echoCall, header, 300, 2*time.Second)
 			n := 0
 			for _, o := range out {
@@ -169,11 +187,16 @@ func TestRateLimitStoreOutage(t *testing.T) {
 }
 
 // TestRollingRestart: three replicas behind nginx take 300 calls a
-// second for 30 s while each in turn gets SIGTERM and is started again
+// second (from 3 s before the first restart to 3 s after the last, at
+// most 30 s) while each in turn gets SIGTERM and is started again
 // once it has exited: no call fails (no 502, no 504, no connection
 // error). It reports the p99 latency while replicas restart against the
 // p99 of the steady state.
 func TestRollingRestart(t *testing.T) {
+	// In parallel with the tests of other things than a rate (the rate
+	// limit's tests run before, alone): it holds no call fails, which a
+	// busier machine does not change.
+	t.Parallel()
 	nginxBinary(t)
 	backend := startBackend(t)
 	rs := startReplicas(t, 3, "--backend", backend, "--shutdown-delay", "5s", "--shutdown-timeout", "10s", "--access-log=false")
@@ -182,22 +205,29 @@ func TestRollingRestart(t *testing.T) {
 	type window struct{ from, to time.Duration }
 	restarts := make(chan []window, 1)
 	start := time.Now()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	go func() {
 		var ws []window
+		// Sleep: the first 3 s of the load are the steady state whose p99
+		// the restarts' is held against, a span of the load's clock.
 		time.Sleep(3 * time.Second)
 		for _, r := range rs {
 			from := time.Since(start)
 			r.sigterm()
 			if code := r.wait(30 * time.Second); code != 0 {
-				t.Errorf("replica %s exited %d, want 0:\n%s", r.addr(), code, r.log.String())
+				t.Errorf("replica %s exited %d, want 0:\n%s", r.addr(), code, r.log())
 			}
 			r.start()
 			r.waitReady()
 			ws = append(ws, window{from, time.Since(start)})
 		}
 		restarts <- ws
+		// The load ends 3 s after the last replica is back (a span of
+		// the load's clock, like the first 3 s), at 30 s at the latest.
+		time.AfterFunc(3*time.Second, cancel)
 	}()
-	out := drive(t.Context(), "http://"+lb.addr+"/", echoCall, nil, 300, run)
+	out := drive(ctx, "http://"+lb.addr+"/", echoCall, nil, 300, run)
 	ws := <-restarts
 	if n, first := failures(out); n > 0 {
 		t.Errorf("%d of %d calls failed during the rolling restart:\n%s", n, len(out), first)
@@ -251,6 +281,7 @@ func grepLines(s, sub string) string {
 // 1001 (going away), within shutdown_delay + shutdown_timeout; the
 // replicas it was not on do not touch it.
 func TestWebSocketThroughNginx(t *testing.T) {
+	t.Parallel()
 	nginxBinary(t)
 	backend := startBackend(t)
 	rs := startReplicas(t, 3, "--backend", backend, "--shutdown-delay", "1s", "--shutdown-timeout", "3s", "--access-log=false")
@@ -401,4 +432,20 @@ func nodeClients(t *testing.T) string {
 		t.Skip(msg)
 	}
 	return node
+}
+
+// call posts one echo call to addr with header, whatever its answer.
+func call(t *testing.T, addr string, header http.Header) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/", strings.NewReader(echoCall))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = header.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
@@ -192,13 +193,7 @@ func TestWatcherRefreshes(t *testing.T) {
 	// A refresh that fails keeps the last good registry and says why.
 	stop()
 	w.Refresh()
-	deadline := time.Now().Add(20 * time.Second)
-	for w.Status().Backends[0].State != StateStale {
-		if time.Now().After(deadline) {
-			t.Fatalf("got status %+v, want backend moving stale", w.Status())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.Until(t, 20*time.Second, "the backend moving stale", func() bool { return w.Status().Backends[0].State == StateStale })
 	st := w.Status()
 	if st.Backends[0].LastError == "" || st.Backends[0].Services != 1 || st.Backends[1].State != StateReady {
 		t.Errorf("got status %+v, want moving stale with an error and its last registry", st)
@@ -226,13 +221,7 @@ func TestWatcherRefreshWithDuplicateKeepsCatalog(t *testing.T) {
 	first := next(t, installed)
 	stop()
 	serviceBackend(t, addr, greeterService, notes) // now clashes with steady
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(w.Status().LastError, "demo.v1.Notes") {
-		if time.Now().After(deadline) {
-			t.Fatalf("got status %+v, want the clash in last_error", w.Status())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.Until(t, 20*time.Second, "the clash in last_error", func() bool { return strings.Contains(w.Status().LastError, "demo.v1.Notes") })
 	if len(installed) != 0 {
 		t.Errorf("a refused merge replaced the catalog %p", first)
 	}

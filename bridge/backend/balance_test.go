@@ -20,6 +20,8 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/fleet"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // The load balancing tests run against a fleet of pods on 127.0.0.2 and
@@ -60,7 +62,7 @@ func dialFleet(t *testing.T, f *fleet.Fleet, p path, opts backend.Options, n int
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	waitFor(t, 10*time.Second, fmt.Sprintf("%d addresses ready", n), func() bool {
+	await.Until(t, 10*time.Second, fmt.Sprintf("%d addresses ready", n), func() bool {
 		return ready(c) == n
 	})
 	return c
@@ -74,17 +76,6 @@ func ready(c *backend.Conn) int {
 		}
 	}
 	return n
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after %s", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 var helloRequest, _ = proto.Marshal(&helloworld.HelloRequest{Name: "lb"})
@@ -216,7 +207,7 @@ func (l *load) count(match func(record) bool) int {
 // awaitCalls waits until n calls that started after since have ended.
 func (l *load) awaitCalls(t *testing.T, since time.Time, n int) {
 	t.Helper()
-	waitFor(t, 20*time.Second, fmt.Sprintf("%d calls after %s", n, since.Format("15:04:05.000")), func() bool {
+	await.Until(t, 20*time.Second, fmt.Sprintf("%d calls after %s", n, since.Format("15:04:05.000")), func() bool {
 		return l.count(func(r record) bool { return r.start.After(since) }) >= n
 	})
 }
@@ -399,7 +390,7 @@ func TestScaleUp(t *testing.T) {
 			f.StartPod(ip)
 			added := time.Now()
 			f.Add(ip)
-			waitFor(t, interval+2*time.Second, "call on the new address", func() bool { return f.Pod(ip).Calls() > 0 })
+			await.Until(t, interval+2*time.Second, "call on the new address", func() bool { return f.Pod(ip).Calls() > 0 })
 			t.Logf("the new address took calls %s after its record was added", time.Since(added).Round(time.Millisecond))
 			_, failed := shares(l.finish())
 			if len(failed) > 0 {
@@ -422,7 +413,7 @@ func TestScaleDown(t *testing.T) {
 			f.Remove(gone)
 			f.Pod(gone).GracefulStop()
 			stopped := time.Now()
-			waitFor(t, 5*time.Second, "address removed", func() bool { return len(c.Addresses().Addresses) == 3 })
+			await.Until(t, 5*time.Second, "address removed", func() bool { return len(c.Addresses().Addresses) == 3 })
 			l.awaitCalls(t, time.Now(), 500)
 			recs := l.finish()
 			served, failed := shares(recs)
@@ -450,10 +441,10 @@ func TestRemovedDrains(t *testing.T) {
 			gone := f.Pod(fleet.IP(1))
 			gone.SetDelay(time.Second)
 			l := startLoad(callerOf(c, path), 8, 8)
-			waitFor(t, 2*time.Second, "calls in flight on the address", func() bool { return gone.Calls() > 0 })
+			await.Until(t, 2*time.Second, "calls in flight on the address", func() bool { return gone.Calls() > 0 })
 			f.Remove(gone.IP)
 			removed := time.Now()
-			waitFor(t, 2*time.Second, "the address draining", func() bool { return stateOf(c, gone.Addr) == "draining" })
+			await.Until(t, 2*time.Second, "the address draining", func() bool { return stateOf(c, gone.Addr) == "draining" })
 			served, failed := shares(l.finish())
 			if len(failed) > 0 {
 				t.Fatalf("%d calls failed: %s", len(failed), failures(t, failed))
@@ -466,7 +457,7 @@ func TestRemovedDrains(t *testing.T) {
 			if len(failed) > 0 || served[gone.Addr] > 0 || gone.Calls() != before {
 				t.Fatalf("after the removal: served %v, %d failed; want none on %s", served, len(failed), gone.Addr)
 			}
-			waitFor(t, 3*time.Second, "the address out of the set", func() bool { return stateOf(c, gone.Addr) == "" })
+			await.Until(t, 3*time.Second, "the address out of the set", func() bool { return stateOf(c, gone.Addr) == "" })
 			t.Logf("drained in %s", time.Since(removed).Round(time.Millisecond))
 		})
 	}
@@ -513,11 +504,11 @@ func TestHealth(t *testing.T) {
 			pod := f.Pod(fleet.IP(0))
 			pod.SetServing(false)
 			off := time.Now()
-			waitFor(t, time.Second, "the address not_serving", func() bool { return stateOf(c, pod.Addr) == "not_serving" })
+			await.Until(t, time.Second, "the address not_serving", func() bool { return stateOf(c, pod.Addr) == "not_serving" })
 			l.awaitCalls(t, off.Add(time.Second), 500)
 			pod.SetServing(true)
 			on := time.Now()
-			waitFor(t, 5*time.Second, "calls on the address serving again", func() bool {
+			await.Until(t, 5*time.Second, "calls on the address serving again", func() bool {
 				for _, r := range l.snapshot() {
 					if r.addr == pod.Addr && r.start.After(on) {
 						return true
@@ -558,7 +549,7 @@ func TestFixedList(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			waitFor(t, 10*time.Second, "2 addresses ready", func() bool { return ready(c) == 2 })
+			await.Until(t, 10*time.Second, "2 addresses ready", func() bool { return ready(c) == 2 })
 			served, failed := shares(startLoad(callerOf(c, path), 4, 400).finish())
 			if len(failed) > 0 || served[f.Addr(fleet.IP(0))] != 200 || served[f.Addr(fleet.IP(1))] != 200 {
 				t.Fatalf("served %v, %d failed; want 200 each", served, len(failed))
@@ -577,7 +568,7 @@ func TestAllNotServing(t *testing.T) {
 			for i := range 2 {
 				f.Pod(fleet.IP(i)).SetServing(false)
 			}
-			waitFor(t, 2*time.Second, "no ready address", func() bool { return ready(c) == 0 })
+			await.Until(t, 2*time.Second, "no ready address", func() bool { return ready(c) == 0 })
 			start := time.Now()
 			_, err := sayHello(t.Context(), backend.For(c))
 			if status.Code(err) != 14 {
@@ -606,7 +597,7 @@ func TestDNSFailure(t *testing.T) {
 				c := dialFleet(t, f, path, backend.Options{ResolveInterval: 200 * time.Millisecond}, 4)
 				l := startLoad(callerOf(c, path), 16, 0)
 				tc.fail(f)
-				waitFor(t, 15*time.Second, "resolve_error", func() bool { return c.Addresses().ResolveError != "" })
+				await.Until(t, 15*time.Second, "resolve_error", func() bool { return c.Addresses().ResolveError != "" })
 				l.awaitCalls(t, time.Now(), 500)
 				served, failed := shares(l.finish())
 				if len(failed) > 0 {

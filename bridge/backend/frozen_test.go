@@ -1,11 +1,13 @@
 package backend_test
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/fleet"
 )
 
@@ -72,6 +74,10 @@ func TestFrozen(t *testing.T) {
 		r.inFlight = inFlightOn(r.c, frozen.Addr)
 	}
 
+	// Sleeps: 2 s after the freeze and the freeze's end are the bounds
+	// of what is measured (the share sent to the frozen address, the
+	// calls a second during the freeze), points on the clock rather than
+	// conditions to await.
 	time.Sleep(time.Until(frozenAt.Add(2 * time.Second)))
 	sent := make([]map[string]uint64, len(runs))
 	for i, r := range runs {
@@ -90,13 +96,14 @@ func TestFrozen(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, r := range runs {
 		wg.Go(func() {
-			deadline := thawedAt.Add(ejection + 10*time.Second)
-			for time.Now().Before(deadline) {
-				if r.l.count(func(rec record) bool { return rec.addr == frozen.Addr && rec.start.After(thawedAt) }) > 0 {
-					r.back = time.Since(thawedAt)
-					return
+			err := await.Try(time.Until(thawedAt.Add(ejection+10*time.Second)), func() error {
+				if r.l.count(func(rec record) bool { return rec.addr == frozen.Addr && rec.start.After(thawedAt) }) == 0 {
+					return errors.New("no call on the thawed address")
 				}
-				time.Sleep(10 * time.Millisecond)
+				return nil
+			})
+			if err == nil {
+				r.back = time.Since(thawedAt)
 			}
 		})
 	}

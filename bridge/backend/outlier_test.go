@@ -14,6 +14,8 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/fleet"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // quickOutlier is outlier detection with the defaults but short ejections,
@@ -64,8 +66,11 @@ func TestFastFailing(t *testing.T) {
 			bad := f.Pod(fleet.IP(3))
 			bad.SetFail(codes.Unavailable)
 			fault := time.Now()
-			waitFor(t, 10*time.Second, "the address ejected", func() bool { return stateOf(c, bad.Addr) == "ejected" })
+			await.Until(t, 10*time.Second, "the address ejected", func() bool { return stateOf(c, bad.Addr) == "ejected" })
 
+			// Sleeps: "from 4 s after the fault" and the second measured
+			// from then are bounds on the clock of what is measured, not
+			// conditions to await (the 2000 calls in it are awaited).
 			time.Sleep(time.Until(fault.Add(4 * time.Second)))
 			from, before := time.Now(), sentTo(c)
 			l.awaitCalls(t, from, 2000)
@@ -89,7 +94,7 @@ func TestFastFailing(t *testing.T) {
 
 			bad.SetFail(codes.OK)
 			healed := time.Now()
-			waitFor(t, ejection+10*time.Second, "calls served by the healed address", func() bool {
+			await.Until(t, ejection+10*time.Second, "calls served by the healed address", func() bool {
 				return l.count(func(r record) bool { return r.addr == bad.Addr && r.start.After(healed) }) > 0
 			})
 			t.Logf("the healed address took calls %s after it healed", time.Since(healed).Round(time.Millisecond))
@@ -185,11 +190,11 @@ func TestInFlight(t *testing.T) {
 	if _, err := refl.Recv(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "4 calls in flight", func() bool { return inFlight(direct) == 4 })
+	await.Until(t, 5*time.Second, "4 calls in flight", func() bool { return inFlight(direct) == 4 })
 	bidi.CloseSend()
 	refl.CloseSend()
 	cancel()
-	waitFor(t, 5*time.Second, "no call in flight", func() bool { return inFlight(direct) == 0 })
+	await.Until(t, 5*time.Second, "no call in flight", func() bool { return inFlight(direct) == 0 })
 }
 
 var sleepRequest, _ = proto.Marshal(&testv1.SleepRequest{Duration: durationpb.New(time.Minute)})

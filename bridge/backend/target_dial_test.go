@@ -13,6 +13,8 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // TestOneAddressTargets: unix:, unix-abstract: and passthrough:/// targets
@@ -39,7 +41,7 @@ func TestOneAddressTargets(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer c.Close()
-				waitFor(t, 10*time.Second, "the address ready", func() bool { return stateOf(c, tc.address) == "ready" })
+				await.Until(t, 10*time.Second, "the address ready", func() bool { return stateOf(c, tc.address) == "ready" })
 				for range 3 {
 					if got, err := callerOf(c, path)(t.Context()); err != nil || got != "Hello, lb!" {
 						t.Fatalf("got %q, %v", got, err)

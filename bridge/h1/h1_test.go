@@ -13,9 +13,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // echo answers every request with what the handler saw of it, in several
@@ -92,6 +95,13 @@ func newServer(h http.Handler) *http.Server {
 
 func startPair(t testing.TB, h http.Handler) *pair {
 	t.Helper()
+	return startPairWith(t, h, func(*Server) {})
+}
+
+// startPairWith is startPair with h1's server set up by with before it
+// serves.
+func startPairWith(t testing.TB, h http.Handler, with func(*Server)) *pair {
+	t.Helper()
 	std, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +113,7 @@ func startPair(t testing.TB, h http.Handler) *pair {
 	hs := newServer(h)
 	go hs.Serve(std)
 	s := New(newServer(h))
+	with(s)
 	go s.Serve(fast)
 	t.Cleanup(func() {
 		hs.Close()
@@ -285,9 +296,12 @@ func TestServedItself(t *testing.T) {
 // TestClientGone checks that a client that closes its connection during
 // a long request cancels the request's context, as net/http does.
 func TestClientGone(t *testing.T) {
+	t.Parallel()
 	cancelled := make(chan error, 1)
+	started := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		close(started)
 		select {
 		case <-r.Context().Done():
 			cancelled <- r.Context().Err()
@@ -301,7 +315,7 @@ func TestClientGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Write([]byte(post("", "a")))
-	time.Sleep(100 * time.Millisecond)
+	await.Receive(t, 10*time.Second, "the request running", started)
 	c.Close()
 	if err := <-cancelled; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the request's context: %v, want canceled", err)
@@ -310,22 +324,36 @@ func TestClientGone(t *testing.T) {
 
 // TestWatchKeepsNextRequest checks that the byte the watch reads of a
 // next request (a client pipelining during a long request) is kept.
+//
+// The watch starts after 50 ms rather than watchAfter's 500 (what is
+// tested is what it reads, not when it starts).
 func TestWatchKeepsNextRequest(t *testing.T) {
+	t.Parallel()
+	const after = 50 * time.Millisecond
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if string(b) == "slow" {
-			time.Sleep(5 * watchAfter)
+			time.Sleep(5 * after) // a slow request: its length is the case, not a wait
 		}
 		w.Write(b)
 	})
-	p := startPair(t, h)
+	watching := make(chan struct{}, 1)
+	p := startPairWith(t, h, func(s *Server) {
+		s.watchAfter = after
+		s.beforeWatch = func() {
+			select {
+			case watching <- struct{}{}:
+			default:
+			}
+		}
+	})
 	c, err := net.Dial("tcp", p.fast)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.Write([]byte(post("", "slow")))
-	time.Sleep(2 * watchAfter) // the watch is reading
+	await.Receive(t, 10*time.Second, "the watch starting", watching) // the watch is reading
 	c.Write([]byte(post("", "next")))
 	br := bufio.NewReader(c)
 	for _, want := range []string{"slow", "next"} {
@@ -380,11 +408,18 @@ func TestTimeouts(t *testing.T) {
 // lets a running request finish with its reply.
 func TestShutdown(t *testing.T) {
 	started := make(chan struct{})
+	var s *Server
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		if r.Header.Get("X-Slow") != "" {
 			close(started)
-			time.Sleep(300 * time.Millisecond)
+			// Running until Shutdown has begun: the request it lets finish.
+			_ = await.Try(10*time.Second, func() error {
+				if !s.shutdown.Load() {
+					return errors.New("no Shutdown yet")
+				}
+				return nil
+			})
 		}
 		w.Write([]byte("done"))
 	})
@@ -392,7 +427,7 @@ func TestShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(&http.Server{Handler: h})
+	s = New(&http.Server{Handler: h})
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(lis) }()
 	idle, err := net.Dial("tcp", lis.Addr().String())
@@ -487,15 +522,29 @@ func TestReplyInPiecesHeldBounded(t *testing.T) {
 	}
 }
 
-// closedAfter sends parts to addr, pausing gap after each one but the
-// last, and returns how long after the connection was opened the server
-// closed it, and what it wrote before.
-func closedAfter(t *testing.T, addr string, parts []string, gap time.Duration) (time.Duration, []byte) {
+// closedBoth sends parts to net/http's server (std) and h1's (fast) at
+// once, pausing gap after each one but the last, and returns how long
+// after each connection was opened its server closed it, and what it
+// wrote before; the two waits for a timeout overlap.
+func closedBoth(t *testing.T, std, fast string, parts []string, gap time.Duration) (dStd, dFast time.Duration, outStd, outFast []byte) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
+	cs := make([]net.Conn, 2)
+	for i, addr := range []string{std, fast} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = c
 	}
+	var wg sync.WaitGroup
+	wg.Go(func() { dStd, outStd = closedAfterOn(cs[0], parts, gap) })
+	wg.Go(func() { dFast, outFast = closedAfterOn(cs[1], parts, gap) })
+	wg.Wait()
+	return dStd, dFast, outStd, outFast
+}
+
+// closedAfterOn is one connection's part of closedBoth; it closes c.
+func closedAfterOn(c net.Conn, parts []string, gap time.Duration) (time.Duration, []byte) {
 	defer c.Close()
 	start := time.Now()
 	done := make(chan []byte, 1)
@@ -526,6 +575,7 @@ func closedAfter(t *testing.T, addr string, parts []string, gap time.Duration) (
 // waited IdleTimeout), or a head handed to net/http after part of that
 // time went by (which once gave the client a second ReadHeaderTimeout).
 func TestHeadTimeoutHolds(t *testing.T) {
+	t.Parallel() // its own servers; the time it measures is a timeout's, idle
 	const rht = 2 * time.Second
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
 	srv := func(lean bool) string {
@@ -563,9 +613,9 @@ func TestHeadTimeoutHolds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			for _, addr := range []string{std, fast} {
-				d, _ := closedAfter(t, addr, tc.parts, tc.gap)
-				if d < rht-100*time.Millisecond || d > rht+900*time.Millisecond {
+			dStd, dFast, _, _ := closedBoth(t, std, fast, tc.parts, tc.gap)
+			for i, d := range []time.Duration{dStd, dFast} {
+				if addr := []string{std, fast}[i]; d < rht-100*time.Millisecond || d > rht+900*time.Millisecond {
 					t.Errorf("%s: closed after %v, want ReadHeaderTimeout (%v)", addr, d.Round(time.Millisecond), rht)
 				}
 			}
@@ -578,6 +628,7 @@ func TestHeadTimeoutHolds(t *testing.T) {
 // header line was cut, nothing when the request line was), as a head cut
 // short by the end of the connection already is.
 func TestHeadTimeoutAnswers(t *testing.T) {
+	t.Parallel() // its own servers; what it waits for is a timeout, idle
 	p := startPair(t, http.HandlerFunc(echo))
 	for _, tc := range []struct{ name, raw string }{
 		{"request line cut", "POST / HTTP/1.1"},
@@ -588,8 +639,7 @@ func TestHeadTimeoutAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, w := closedAfter(t, p.std, []string{tc.raw}, 0)
-			_, g := closedAfter(t, p.fast, []string{tc.raw}, 0)
+			_, _, w, g := closedBoth(t, p.std, p.fast, []string{tc.raw}, 0)
 			if got, want := normal(g), normal(w); got != want {
 				t.Errorf("h1 answered\n%s\nnet/http answered\n%s", got, want)
 			}
@@ -662,10 +712,6 @@ func TestNoHTTP2AfterRequests(t *testing.T) {
 			defer c.Close()
 			c.SetDeadline(time.Now().Add(5 * time.Second))
 			c.Write([]byte(tc.raw))
-			if tc.name == "after a request, in pieces" {
-				time.Sleep(100 * time.Millisecond)
-				c.Write([]byte(preface[8:]))
-			}
 			br := bufio.NewReader(c)
 			if !tc.http2 {
 				resp, err := http.ReadResponse(br, nil)
@@ -673,6 +719,11 @@ func TestNoHTTP2AfterRequests(t *testing.T) {
 					t.Fatal(err)
 				}
 				io.ReadAll(resp.Body)
+			}
+			if tc.name == "after a request, in pieces" {
+				// The rest once the request is answered: the server has
+				// read the first piece and waits for the next.
+				c.Write([]byte(preface[8:]))
 			}
 			// An HTTP/2 server's first frame is its SETTINGS: 9 bytes, type 4.
 			frame := make([]byte, 9)
@@ -682,4 +733,11 @@ func TestNoHTTP2AfterRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// servedConns is how many connections s holds: accepted and not yet closed.
+func servedConns(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }

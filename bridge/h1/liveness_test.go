@@ -10,9 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // boundaryCases are requests whose last bytes fall 1 to 3 bytes before
@@ -120,6 +123,7 @@ func TestWaitUsesNoCPU(t *testing.T) {
 				readers[i] = br
 			}
 			// The server now waits for the rest of a next request on each.
+			// Sleep: the span over which the CPU used is measured.
 			cpu0, wall0 := cpuTime(t), time.Now()
 			time.Sleep(idle / 2)
 			if used, wall := cpuTime(t)-cpu0, time.Since(wall0); used > wall/4 {
@@ -210,7 +214,7 @@ func TestLateWatchTakesNothing(t *testing.T) {
 				if d := r.Header.Get("X-Sleep"); d != "" {
 					io.Copy(io.Discard, r.Body)
 					us, _ := strconv.Atoi(d)
-					time.Sleep(time.Duration(us) * time.Microsecond)
+					time.Sleep(time.Duration(us) * time.Microsecond) // the handler's length is the case
 					w.Write([]byte("slept"))
 					return
 				}
@@ -238,7 +242,7 @@ func TestLateWatchTakesNothing(t *testing.T) {
 			s := New(&http.Server{Handler: h, ReadTimeout: 3 * time.Second})
 			s.watchAfter = tc.after
 			if tc.late > 0 {
-				s.beforeWatch = func() { time.Sleep(tc.late) }
+				s.beforeWatch = func() { time.Sleep(tc.late) } // a late timer, the case itself
 			}
 			go s.Serve(lis)
 			defer s.Close()
@@ -320,6 +324,7 @@ func TestLateWatchTakesNothing(t *testing.T) {
 // with Connection: close. Load balancers and clients open connections
 // ahead of need.
 func TestDrainKeepsNewConnections(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Write([]byte("served"))
@@ -336,7 +341,12 @@ func TestDrainKeepsNewConnections(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				hs := &http.Server{Handler: h}
+				var opened atomic.Int32 // the connections net/http has accepted
+				hs := &http.Server{Handler: h, ConnState: func(_ net.Conn, st http.ConnState) {
+					if st == http.StateNew {
+						opened.Add(1)
+					}
+				}}
 				var s frontServer = hs
 				if lean {
 					s = New(hs)
@@ -361,8 +371,16 @@ func TestDrainKeepsNewConnections(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer fresh.Close()
-				time.Sleep(100 * time.Millisecond) // accepted
+				await.Until(t, 10*time.Second, "both connections accepted", func() bool {
+					if lean {
+						return servedConns(s.(*Server)) == 2
+					}
+					return opened.Load() == 2
+				})
 				tc.drain(s)
+				// Sleep: the request comes a while after the drain began,
+				// and what is asserted is that nothing closed the connection
+				// meanwhile: a "never" has no condition to await.
 				time.Sleep(500 * time.Millisecond)
 				fresh.SetDeadline(time.Now().Add(5 * time.Second))
 				fresh.Write([]byte(post("", "late")))
@@ -396,6 +414,7 @@ type frontServer interface {
 // connection that never sent a request once it is 5 s old, as net/http
 // does (Go issue 22682), not at once.
 func TestDrainClosesSilentConnectionsLater(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -409,7 +428,7 @@ func TestDrainClosesSilentConnectionsLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	time.Sleep(100 * time.Millisecond)
+	await.Until(t, 10*time.Second, "the connection accepted", func() bool { return servedConns(s) == 1 })
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

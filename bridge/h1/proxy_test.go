@@ -134,6 +134,7 @@ func proxied(t *testing.T, addr string, raw []byte, quiet time.Duration) string 
 // same answers through the proxy from both. The upstream connections
 // stay open from case to case, as a proxy's pool keeps them.
 func TestProxiedDifferential(t *testing.T) {
+	t.Parallel()
 	for _, px := range proxies {
 		t.Run(px.name, func(t *testing.T) {
 			p := startPair(t, http.HandlerFunc(echo))

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // TestShutdownLosesNoRequest runs clients that each open a connection,
@@ -56,8 +58,11 @@ func TestShutdownLosesNoRequest(t *testing.T) {
 		var why []string
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
-		for range 24 {
+		var ended atomic.Int64
+		const clients = 24
+		for range clients {
 			wg.Go(func() {
+				defer ended.Add(1)
 				for {
 					select {
 					case <-stop:
@@ -97,13 +102,15 @@ func TestShutdownLosesNoRequest(t *testing.T) {
 				}
 			})
 		}
-		time.Sleep(200 * time.Millisecond)
+		await.Until(t, 10*time.Second, "the clients' first 100 replies", func() bool { return answered.Load() >= 100 })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
 		cancel()
-		time.Sleep(200 * time.Millisecond)
+		// Each client ends at its first refused connection: the server
+		// has stopped listening.
+		await.Until(t, 10*time.Second, "every client refused", func() bool { return ended.Load() == clients })
 		close(stop)
 		wg.Wait()
 		s.Close()
@@ -122,6 +129,7 @@ func TestShutdownLosesNoRequest(t *testing.T) {
 // without a reply: its client, a proxy, could not have known to send it
 // elsewhere, and cannot retry it (the call may have run).
 func TestShutdownServesLateRequest(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Write([]byte("served"))
@@ -138,14 +146,19 @@ func TestShutdownServesLateRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
-	time.Sleep(100 * time.Millisecond) // accepted
+	await.Until(t, 10*time.Second, "the connection accepted", func() bool { return servedConns(s) == 1 })
 	shut := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		shut <- s.Shutdown(ctx)
 	}()
-	time.Sleep(300 * time.Millisecond) // Shutdown is waiting for the connection
+	// Shutdown is waiting for the connection: it has stopped listening
+	// (Serve's accept loop has returned).
+	s.mu.Lock()
+	accepting := s.accepting
+	s.mu.Unlock()
+	await.Receive(t, 10*time.Second, "Serve's accept loop ended", accepting)
 	fresh.SetDeadline(time.Now().Add(5 * time.Second))
 	fresh.Write([]byte(post("", "late")))
 	resp, err := http.ReadResponse(bufio.NewReader(fresh), nil)

@@ -82,7 +82,7 @@ func TestNodeEarlyReplies(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
-			time.Sleep(200 * time.Millisecond) // small calls after them too
+			l.waitCalls(t, "small calls after the large ones", 2) // small calls after them too
 
 			// truthful is what the grpc-go path may answer a call of a
 			// connection grpc-js closed: a retryable 14, or 13 naming

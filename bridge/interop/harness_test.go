@@ -1,7 +1,6 @@
 package interop_test
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -20,6 +19,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/binary"
 )
 
 // waitLimit bounds every wait for a process: to start, to listen, to be
@@ -105,195 +107,17 @@ func require(t *testing.T, k kind) {
 	}
 }
 
-// The bridge's binary, built once for all tests (with -race when they
-// run with it).
-var (
-	buildOnce sync.Once
-	bridgeBin string
-	buildErr  error
-	buildDir  string
-)
+func TestMain(m *testing.M) { binary.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
+// bridgeBinary is the bridge's binary, built once for all tests (with
+// -race when they run with it).
+func bridgeBinary(t *testing.T) string { return binary.BuildAsTests(t) }
 
-func bridgeBinary(t *testing.T) string {
+// startProc starts argv in the repository's root with env added; cleanup
+// kills it (SIGKILL) if it still runs.
+func startProc(t *testing.T, name string, argv []string, env ...string) *binary.Proc {
 	t.Helper()
-	buildOnce.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			buildErr = fmt.Errorf("no go tool to build the bridge: %w", err)
-			return
-		}
-		buildDir, buildErr = os.MkdirTemp("", "interop-bridge-")
-		if buildErr != nil {
-			return
-		}
-		bin := filepath.Join(buildDir, "grpc-jsonrpc-bridge")
-		args := []string{"build", "-o", bin}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command(goTool, append(args, "./cmd/grpc-jsonrpc-bridge")...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		bridgeBin = bin
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return bridgeBin
-}
-
-// proc is a subprocess whose output the test keeps and reads.
-type proc struct {
-	name  string
-	cmd   *exec.Cmd
-	lines chan string   // every output line, while someone may wait for one
-	done  chan struct{} // closed once the process has exited and its output is read
-	state *os.ProcessState
-
-	mu  sync.Mutex
-	log []string // every output line, prefixed with its stream
-}
-
-// startProc starts argv; cleanup kills it if it still runs.
-func startProc(t *testing.T, name string, argv []string, env ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), env...)
-	dieWithTest(cmd)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: name, cmd: cmd, lines: make(chan string, 4096), done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	var wg sync.WaitGroup
-	for _, s := range []struct {
-		r      io.Reader
-		prefix string
-	}{{stdout, "out"}, {stderr, "err"}} {
-		wg.Go(func() {
-			sc := bufio.NewScanner(s.r)
-			sc.Buffer(make([]byte, 64<<10), 16<<20)
-			for sc.Scan() {
-				line := sc.Text()
-				p.mu.Lock()
-				p.log = append(p.log, s.prefix+": "+line)
-				p.mu.Unlock()
-				select {
-				case p.lines <- line:
-				default: // nobody waits for lines this late
-				}
-			}
-			_, _ = io.Copy(io.Discard, s.r)
-		})
-	}
-	go func() {
-		wg.Wait()
-		_ = cmd.Wait()
-		p.state = cmd.ProcessState
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("output of %s (last lines):\n%s", name, p.tail(40))
-		}
-	})
-	return p
-}
-
-// until returns the first output line that match accepts, failing the test
-// if the process exits or waitLimit passes first.
-func (p *proc) until(t *testing.T, what string, match func(string) bool) string {
-	t.Helper()
-	timeout := time.After(waitLimit)
-	for {
-		select {
-		case line := <-p.lines:
-			if match(line) {
-				return line
-			}
-		case <-p.done:
-			// drain what is left
-			for {
-				select {
-				case line := <-p.lines:
-					if match(line) {
-						return line
-					}
-				default:
-					t.Fatalf("%s exited (%v) before %s; output:\n%s", p.name, p.state, what, p.tail(40))
-				}
-			}
-		case <-timeout:
-			t.Fatalf("%s: no %s within %s; output:\n%s", p.name, what, waitLimit, p.tail(40))
-		}
-	}
-}
-
-func (p *proc) tail(n int) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l := p.log
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
-}
-
-// output returns every line the process has written.
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.log, "\n")
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// signal sends sig and waits up to limit for the process to exit; it
-// reports whether it did.
-func (p *proc) signal(sig syscall.Signal, limit time.Duration) bool {
-	if p.exited() {
-		return true
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-		return true
-	case <-time.After(limit):
-		return false
-	}
-}
-
-func (p *proc) kill() {
-	if !p.signal(syscall.SIGKILL, waitLimit) {
-		panic(p.name + " did not exit after SIGKILL")
-	}
+	return binary.Start(t, argv, binary.Options{Name: name, Dir: root, Env: env, Stop: syscall.SIGKILL})
 }
 
 // backendOptions are the interop servers' options (both take the same).
@@ -340,7 +164,7 @@ type backend struct {
 	port int
 
 	mu   sync.Mutex
-	proc *proc
+	proc *binary.Proc
 	gen  int // how many times it was started
 }
 
@@ -360,7 +184,7 @@ func (b *backend) start(t *testing.T, port int) {
 	name := fmt.Sprintf("%s server #%d", b.kind.name, b.gen)
 	b.mu.Unlock()
 	p := startProc(t, name, b.kind.command(append([]string{"--host", "127.0.0.1", "--port", strconv.Itoa(port)}, b.opts.flags()...)...))
-	line := p.until(t, "listening line", func(l string) bool { return strings.HasPrefix(l, "listening ") })
+	line := p.Line(t, "listening line", func(l string) bool { return strings.HasPrefix(l, "listening ") })
 	addr := strings.TrimPrefix(line, "listening ")
 	_, portText, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -378,11 +202,11 @@ func (b *backend) stop(t *testing.T, sig syscall.Signal) {
 	b.mu.Lock()
 	p := b.proc
 	b.mu.Unlock()
-	if !p.signal(sig, 15*time.Second) {
-		t.Fatalf("%s did not exit within 15s of %v", p.name, sig)
+	if !p.Stop(sig, 15*time.Second) {
+		t.Fatalf("%s did not exit within 15s of %v", p.Name(), sig)
 	}
-	if sig == syscall.SIGTERM && !p.state.Success() {
-		t.Errorf("%s exited with %v after SIGTERM, want 0", p.name, p.state)
+	if sig == syscall.SIGTERM && !p.State().Success() {
+		t.Errorf("%s exited with %v after SIGTERM, want 0", p.Name(), p.State())
 	}
 }
 
@@ -412,7 +236,7 @@ type bridgeConfig struct {
 // bridgeProc is a running bridge.
 type bridgeProc struct {
 	kind   kind // of the server behind it
-	proc   *proc
+	proc   *binary.Proc
 	url    string // http://127.0.0.1:port/
 	client *http.Client
 	ids    atomic.Int64
@@ -476,15 +300,7 @@ metadata:
 	}
 	name := fmt.Sprintf("bridge (direct_calls: %t) in front of the %s server", cfg.direct, be.kind.name)
 	p := startProc(t, name, []string{bin, "serve", "--config", file}, "GOMAXPROCS=2")
-	var addr string
-	p.until(t, "listening log", func(l string) bool {
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "listening" {
-			addr = rec.Addr
-			return true
-		}
-		return false
-	})
+	addr := p.Listening(t)
 	b := &bridgeProc{kind: be.kind, proc: p, url: "http://" + addr + "/", client: &http.Client{
 		Transport: &http.Transport{MaxIdleConnsPerHost: 128, DisableCompression: true},
 		Timeout:   60 * time.Second,
@@ -506,40 +322,39 @@ metadata:
 
 // waitReady polls /readyz until it answers 200.
 func (b *bridgeProc) waitReady(limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	var last string
-	for time.Now().Before(deadline) {
+	err := await.Try(limit, func() error {
 		resp, err := b.client.Get(b.url + "readyz")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("HTTP %d %s", resp.StatusCode, body)
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("HTTP %d %s", resp.StatusCode, body)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("/readyz not 200 within %s; last: %v", limit, err)
 	}
-	return fmt.Errorf("/readyz not 200 within %s; last: %s", limit, last)
+	return nil
 }
 
 // checkBridgeExit stops the bridge with SIGTERM and checks that it exits
 // cleanly, with no data race or panic in its output.
-func checkBridgeExit(t *testing.T, p *proc) {
-	if !p.signal(syscall.SIGTERM, 15*time.Second) {
-		t.Errorf("%s did not exit within 15s of SIGTERM", p.name)
+func checkBridgeExit(t *testing.T, p *binary.Proc) {
+	if !p.Stop(syscall.SIGTERM, 15*time.Second) {
+		t.Errorf("%s did not exit within 15s of SIGTERM", p.Name())
 		return
 	}
-	out := p.output()
+	out := p.Output()
 	for _, bad := range []string{"WARNING: DATA RACE", "panic:", "fatal error:"} {
 		if strings.Contains(out, bad) {
-			t.Errorf("%s wrote %q:\n%s", p.name, bad, out)
+			t.Errorf("%s wrote %q:\n%s", p.Name(), bad, out)
 		}
 	}
-	if !p.state.Success() {
-		t.Errorf("%s exited with %v after SIGTERM, want status 0", p.name, p.state)
+	if !p.State().Success() {
+		t.Errorf("%s exited with %v after SIGTERM, want status 0", p.Name(), p.State())
 	}
 }
 

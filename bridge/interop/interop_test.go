@@ -21,6 +21,8 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/binary"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
@@ -70,11 +72,16 @@ func suite(t *testing.T, k kind) {
 		})
 	}
 	// withServer runs f on both paths, each with a server of its own
-	// started with opts and a bridge in front of it.
+	// started with opts and a bridge in front of it; the two paths run in
+	// parallel (nothing is shared), but for restart, whose load is heavy
+	// and whose accounting reads the exact moments of kills.
 	withServer := func(name string, opts backendOptions, f func(t *testing.T, be *backend, b *bridgeProc)) {
 		t.Run(name, func(t *testing.T) {
 			for _, p := range paths {
 				t.Run(p.name, func(t *testing.T) {
+					if name != "restart" {
+						t.Parallel()
+					}
 					be := startBackend(t, k, opts)
 					f(t, be, startBridge(t, be, bridgeConfig{direct: p.direct, protoset: !k.reflection, responseHeaders: []string{peerHeader}}))
 				})
@@ -154,12 +161,11 @@ func testReflection(t *testing.T, be *backend, p path) {
 }
 
 // lastDiscoveryError is the error of the bridge's last failed discovery.
-func lastDiscoveryError(p *proc) string {
-	lines := strings.Split(p.output(), "\n")
+func lastDiscoveryError(p *binary.Proc) string {
+	lines := strings.Split(p.Output(), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		var rec struct{ Msg, Error string }
-		_, line, _ := strings.Cut(lines[i], ": ")
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Error != "" {
+		if json.Unmarshal([]byte(lines[i]), &rec) == nil && rec.Error != "" {
 			return rec.Msg + ": " + rec.Error
 		}
 	}
@@ -647,7 +653,7 @@ func startLoad(t *testing.T, b *bridgeProc, name string, n int, pause time.Durat
 				c.mu.Lock()
 				c.outcomes = append(c.outcomes, o)
 				c.mu.Unlock()
-				time.Sleep(pause)
+				time.Sleep(pause) // the load's pace: a rate, not a wait for anything
 			}
 		})
 	}
@@ -683,23 +689,39 @@ func (l *load) end() {
 // current epoch began.
 func (l *load) waitSuccess(t *testing.T, what string, limit time.Duration) time.Duration {
 	t.Helper()
-	start := time.Now()
 	epoch := l.epoch.Load()
-	for {
-		behind := 0
+	return await.Until(t, limit, what+": every caller's call succeeding", func() bool {
 		for _, c := range l.callers {
 			if c.okEpoch.Load() <= epoch {
-				behind++
+				return false
 			}
 		}
-		if behind == 0 {
-			return time.Since(start)
-		}
-		if time.Since(start) > limit {
-			t.Fatalf("%s: %d of %d callers had no call succeed within %s", what, behind, len(l.callers), limit)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return true
+	})
+}
+
+// waitCalls waits until every caller has finished n more calls than now,
+// succeeded or not: the last of them began after the call, so the load has
+// run past whatever the test did before it.
+func (l *load) waitCalls(t *testing.T, what string, n int) {
+	t.Helper()
+	done := make([]int, len(l.callers))
+	for i, c := range l.callers {
+		c.mu.Lock()
+		done[i] = len(c.outcomes)
+		c.mu.Unlock()
 	}
+	await.Until(t, 30*time.Second, fmt.Sprintf("%s: %d more calls of every caller", what, n), func() bool {
+		for i, c := range l.callers {
+			c.mu.Lock()
+			behind := len(c.outcomes) < done[i]+n
+			c.mu.Unlock()
+			if behind {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // check ends the load and checks its accounting: every call got exactly
@@ -808,15 +830,15 @@ func testRestart(t *testing.T, be *backend, b *bridgeProc) {
 	l.waitSuccess(t, "before the restarts", 10*time.Second)
 	const termEpoch = 1 // the epoch of SIGTERM and the restart after it; calls in flight at SIGTERM began in epoch 0
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		time.Sleep(300 * time.Millisecond)
+		l.waitCalls(t, "steady before "+sig.String(), 10)
 		l.epoch.Add(1)
 		be.stop(t, sig)
-		time.Sleep(200 * time.Millisecond)
+		l.waitCalls(t, "the server down after "+sig.String(), 2)
 		be.restart(t)
 		took := l.waitSuccess(t, fmt.Sprintf("after the restart that followed %v", sig), 15*time.Second)
 		t.Logf("after %v and a restart, every caller succeeded again within %s", sig, took)
 	}
-	time.Sleep(300 * time.Millisecond)
+	l.waitCalls(t, "steady after the restarts", 10)
 	results, errs := l.check(t, func(o outcome) bool {
 		return o.code == 14 || (o.code == 1 && o.epoch <= termEpoch && be.kind.name == pythonKind.name)
 	}, 2)

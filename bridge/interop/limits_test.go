@@ -92,7 +92,7 @@ func testOversizedRequest(t *testing.T, b *bridgeProc, strict bool) {
 		})
 	}
 	wg.Wait()
-	time.Sleep(200 * time.Millisecond)
+	l.waitCalls(t, "small calls after the large ones", 2)
 	if !strict {
 		l.end()
 		results, errs := l.tally()
@@ -146,9 +146,9 @@ func testAnnouncedHeaderList(t *testing.T, b *bridgeProc) {
 	for range 10 {
 		r := b.mustCall(t, svc+"Count", map[string]any{"key": "big-metadata"}, bigHeader(40<<10))
 		codes[r.code()]++
-		time.Sleep(50 * time.Millisecond)
+		l.waitCalls(t, "small calls between the large ones", 1)
 	}
-	time.Sleep(200 * time.Millisecond)
+	l.waitCalls(t, "small calls after the large ones", 2)
 	if codes[13] != 10 {
 		t.Errorf("calls with metadata over the limit the server announces: codes %v, want 13 (refused before sending)", codes)
 	}

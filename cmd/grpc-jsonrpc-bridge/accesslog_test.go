@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the flusher and the test.
@@ -40,19 +42,12 @@ func TestFlushWriter(t *testing.T) {
 			want.WriteString(line)
 			f.Write([]byte(line))
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			got, writes := out.snapshot()
-			if got == want.String() {
-				if writes >= 100 {
-					t.Errorf("got %d writes for 100 lines, want them batched", writes)
-				}
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("got %q, want the 100 lines in order", got)
-			}
-			time.Sleep(time.Millisecond)
+		await.Until(t, 5*time.Second, "the 100 lines in order", func() bool {
+			got, _ := out.snapshot()
+			return got == want.String()
+		})
+		if _, writes := out.snapshot(); writes >= 100 {
+			t.Errorf("got %d writes for 100 lines, want them batched", writes)
 		}
 	})
 	t.Run("a full buffer is written at once", func(t *testing.T) {

@@ -18,6 +18,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // TestJWTConfigErrorsExit2: the settings of identity providers are
@@ -139,7 +141,7 @@ func TestAuthFileReload(t *testing.T) {
 	}
 
 	secret.update(map[string]string{"identities.yaml": identitiesYAML(map[string]string{"new": "new-token-0123456789"})})
-	if took := eventually(t, 5*time.Second, "the new token works", func() bool { return status("new-token-0123456789") == 200 }); took > 5*time.Second {
+	if took := await.Until(t, 5*time.Second, "the new token works", func() bool { return status("new-token-0123456789") == 200 }); took > 5*time.Second {
 		t.Errorf("the new token worked after %s", took)
 	}
 	if got := status("old-token-0123456789"); got != 401 {
@@ -168,7 +170,7 @@ func TestAuthFileReload(t *testing.T) {
 	if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the token of the file SIGHUP read", func() bool { return status("hup-token-0123456789") == 200 })
+	await.Until(t, 5*time.Second, "the token of the file SIGHUP read", func() bool { return status("hup-token-0123456789") == 200 })
 }
 
 // TestJWKSFileReload: a key set file is reread when it changes: a token
@@ -207,7 +209,7 @@ func TestJWKSFileReload(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, "jwks.json.new"), jwks); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the new key verifies", func() bool { return status(k2) == 200 })
+	await.Until(t, 5*time.Second, "the new key verifies", func() bool { return status(k2) == 200 })
 	if got := status(k1); got != 401 {
 		t.Errorf("a token of the removed key: %d, want 401", got)
 	}

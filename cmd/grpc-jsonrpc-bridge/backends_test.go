@@ -15,6 +15,8 @@ import (
 	demov1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/demo/v1"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 func greeter(s *grpc.Server) { helloworld.RegisterGreeterServer(s, helloworld.Server{}) }
@@ -127,7 +129,7 @@ backends:
 
 	// Rotate the listener's certificate: new connections get the new one.
 	_, _, newSerial := serverCA.issue(t, dir, "bridge")
-	eventually(t, 10*time.Second, "the rotated certificate", func() bool {
+	await.Until(t, 10*time.Second, "the rotated certificate", func() bool {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: serverCA.pool(), ServerName: "localhost",
 			Certificates: []tls.Certificate{loadPair(t, clientCert, clientKey)}})
 		if err != nil {
@@ -190,7 +192,7 @@ func TestMTLSBackendRotatedClientCertificate(t *testing.T) {
 	serveTLS(t, addr, &tls.Config{Certificates: []tls.Certificate{loadPair(t, backendCert, backendKey)},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: newClientCA.pool()}, greeter)
 	newClientCA.issue(t, dir, "client")
-	eventually(t, 10*time.Second, "a call with the rotated client certificate", func() bool {
+	await.Until(t, 10*time.Second, "a call with the rotated client certificate", func() bool {
 		_, r, _ := rpc(t, http.DefaultClient, url, call("helloworld.Greeter.SayHello"), nil)
 		return code(r) == 0
 	})
@@ -229,7 +231,7 @@ func TestRediscovery(t *testing.T) {
 	stop()
 	d2 := newDynamicBackend(t, "Keep", "New", "Slow")
 	stop = d2.serveOn(t, addr)
-	eventually(t, 10*time.Second, "New callable after the redeploy", func() bool {
+	await.Until(t, 10*time.Second, "New callable after the redeploy", func() bool {
 		_, r, _ := rpc(t, http.DefaultClient, url, call("redeploy.v1.Svc.New"), nil)
 		return code(r) == 0
 	})
@@ -254,7 +256,7 @@ func TestRediscovery(t *testing.T) {
 	if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "Newer callable after SIGHUP", func() bool {
+	await.Until(t, 10*time.Second, "Newer callable after SIGHUP", func() bool {
 		_, r, _ := rpc(t, http.DefaultClient, url, call("redeploy.v1.Svc.Newer"), nil)
 		return code(r) == 0
 	})
@@ -272,7 +274,7 @@ func TestRediscovery(t *testing.T) {
 	if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "a stale backend in /readyz", func() bool {
+	await.Until(t, 15*time.Second, "a stale backend in /readyz", func() bool {
 		_, body := do(t, "http://"+listen+"/readyz", "")
 		return strings.Contains(body, `"state":"stale"`) && strings.Contains(body, `"last_error"`)
 	})
@@ -318,13 +320,25 @@ func TestBackendFaults(t *testing.T) {
 					bad = append(bad, strings.TrimSpace(string(must(json.Marshal(r)))))
 				}
 				mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // the stream's pace: a rate, not a wait for anything
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond)
+	tally := func(c int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if c < 0 {
+			n := 0
+			for _, k := range results {
+				n += k
+			}
+			return n
+		}
+		return results[c]
+	}
+	await.Until(t, 10*time.Second, "the steady stream's first calls", func() bool { return tally(-1) >= 8 })
 	stop()
-	time.Sleep(500 * time.Millisecond)
+	await.Until(t, 10*time.Second, "a call of the stream failing with 14 with the backend down", func() bool { return tally(14) > 0 })
 	// While the flaky backend is down, the other one serves; calls to the
 	// flaky one fail promptly with 14.
 	if _, r, _ := rpc(t, http.DefaultClient, url, call("helloworld.Greeter.SayHello"), nil); code(r) != 0 {
@@ -335,7 +349,7 @@ func TestBackendFaults(t *testing.T) {
 		t.Errorf("a call to the down backend: got %v after %s, want code 14 promptly", r, time.Since(start))
 	}
 	d.serveOn(t, flaky)
-	took := eventually(t, 10*time.Second, "calls succeeding after the backend's return", func() bool {
+	took := await.Until(t, 10*time.Second, "calls succeeding after the backend's return", func() bool {
 		_, r, _ := rpc(t, http.DefaultClient, url, call("redeploy.v1.Svc.Keep"), nil)
 		return code(r) == 0
 	})

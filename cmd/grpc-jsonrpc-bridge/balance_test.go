@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/fleet"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // TestLoadBalancing: the bridge in front of 4 pods named by DNS spreads
@@ -24,7 +26,7 @@ func TestLoadBalancing(t *testing.T) {
 			p, addr := startBridge(t, "--backend", f.Target(), "--balance", "round_robin",
 				"--resolve-interval", "500ms", "--direct-calls="+direct)
 			url := "http://" + addr
-			eventually(t, 10*time.Second, "4 ready addresses", func() bool {
+			await.Until(t, 10*time.Second, "4 ready addresses", func() bool {
 				return strings.Count(get(t, url+"/readyz"), `"state":"ready","in_flight"`) == 4
 			})
 			var batch []string
@@ -100,7 +102,7 @@ func TestLoadBalancing(t *testing.T) {
 				return strings.Contains(l, `"msg":"backend addresses changed"`) && strings.Contains(l, `"removed":["`+f.Addr(fleet.IP(3))+`"]`)
 			})
 			f.StopDNS()
-			eventually(t, 10*time.Second, "resolve_error in /readyz", func() bool {
+			await.Until(t, 10*time.Second, "resolve_error in /readyz", func() bool {
 				return strings.Contains(get(t, url+"/readyz"), `"resolve_error":`)
 			})
 			if code, r, _ := rpc(t, http.DefaultClient, url, call("helloworld.Greeter.SayHello"), nil); code != 200 || r["error"] != nil {

@@ -19,6 +19,8 @@ import (
 	"crypto/sha256"
 
 	"encoding/hex"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // TestGracefulShutdown: calls in flight when the signal arrives complete
@@ -65,10 +67,10 @@ func TestGracefulShutdown(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	took := eventually(t, 5*time.Second, "/readyz 503", func() bool { return readyz() == http.StatusServiceUnavailable })
+	took := await.Until(t, 5*time.Second, "/readyz 503", func() bool { return readyz() == http.StatusServiceUnavailable })
 	t.Logf("/readyz turned 503 within %s of the signal", took)
 	// After the delay the listener closes while the slow calls still run.
-	eventually(t, 5*time.Second, "connections refused", func() bool {
+	await.Until(t, 5*time.Second, "connections refused", func() bool {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return true
@@ -201,6 +203,7 @@ func TestDrainKeepsIdleConnections(t *testing.T) {
 	backend := startBackend(t, nil)
 	for _, lean := range []string{"true", "false"} {
 		t.Run("lean_http1="+lean, func(t *testing.T) {
+			t.Parallel() // each its own bridge
 			p, addr := startBridge(t, "--backend", backend, "--shutdown-delay", "2s", "--lean-http1="+lean)
 			conn, err := net.Dial("tcp", addr)
 			if err != nil {
@@ -230,7 +233,7 @@ func TestDrainKeepsIdleConnections(t *testing.T) {
 			}
 			p.cancel() // as SIGTERM does
 			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: waitLimit}
-			eventually(t, 5*time.Second, "/readyz 503", func() bool {
+			await.Until(t, 5*time.Second, "/readyz 503", func() bool {
 				resp, err := client.Get("http://" + addr + "/readyz")
 				if err != nil {
 					return false
@@ -238,7 +241,10 @@ func TestDrainKeepsIdleConnections(t *testing.T) {
 				resp.Body.Close()
 				return resp.StatusCode == http.StatusServiceUnavailable
 			})
-			time.Sleep(200 * time.Millisecond) // idle for a while into the delay
+			// Sleep: idle for a while into the delay; what is asserted is
+			// that nothing closes the idle connection meanwhile, and a
+			// "never" has no condition to await.
+			time.Sleep(200 * time.Millisecond)
 			if resp := post(); resp.StatusCode != http.StatusOK || !resp.Close {
 				t.Errorf("during the delay: HTTP %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
 			}

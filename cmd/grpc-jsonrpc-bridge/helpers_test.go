@@ -326,16 +326,3 @@ func freeAddr(t *testing.T) string {
 	lis.Close()
 	return addr
 }
-
-// eventually retries f every 20ms until it returns true or limit passes.
-func eventually(t *testing.T, limit time.Duration, what string, f func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !f() {
-		if time.Since(start) > limit {
-			t.Fatalf("%s: not within %s", what, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
-}

@@ -18,6 +18,7 @@ func TestServeLeanHTTP1(t *testing.T) {
 	backend := startBackend(t, nil)
 	for _, lean := range []string{"true", "false"} {
 		t.Run("lean_http1="+lean, func(t *testing.T) {
+			t.Parallel() // each its own bridge
 			_, addr := startBridge(t, "--backend", backend, "--lean-http1="+lean)
 			c, err := net.Dial("tcp", addr)
 			if err != nil {

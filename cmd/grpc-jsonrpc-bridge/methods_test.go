@@ -436,6 +436,7 @@ func TestOpenRPCDefaultsShown(t *testing.T) {
 // answers Unimplemented warns once that --protoset or --proto are needed,
 // as openrpc says, and keeps retrying slowly, not reported.
 func TestServeWithoutReflection(t *testing.T) {
+	t.Parallel() // its own backend and bridge
 	p, addr := startServing(t, "--backend", startPlainBackend(t))
 	first := p.stderr.until(t, "a warning", func(l string) bool { return strings.Contains(l, `"level":"WARN"`) })
 	warning := first[len(first)-1]
@@ -444,7 +445,9 @@ func TestServeWithoutReflection(t *testing.T) {
 			t.Errorf("got warning %s, want it to contain %s", warning, want)
 		}
 	}
-	// The fastest backoff would have retried several times by now.
+	// The fastest backoff would have retried several times by now. A
+	// sleep: what is asserted after it is that no retry warned again,
+	// and a "never" has no condition to await.
 	time.Sleep(1500 * time.Millisecond)
 	status, body := do(t, "http://"+addr+"/readyz", "")
 	if status != 503 || !strings.Contains(body, "reflection") {

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/fleet"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // The ways a client's calls reach the fleet's pods through the bridge:
@@ -114,11 +116,12 @@ func liveStream(t *testing.T, url string, _ *websocket.Conn) error {
 func TestOutlierDetection(t *testing.T) {
 	for _, mode := range callModes {
 		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel() // each its own fleet and bridge
 			f := fleet.Start(t, 4)
 			p, addr := startBridge(t, "--backend", f.Target(), "--balance", "round_robin", "--direct-calls="+mode.direct,
 				"--outlier-ejection-time", "2s", "--outlier-max-ejection-time", "2s", "--outlier-codes", "unavailable,8")
 			url := "http://" + addr
-			eventually(t, 10*time.Second, "4 ready addresses", func() bool {
+			await.Until(t, 10*time.Second, "4 ready addresses", func() bool {
 				return strings.Count(get(t, url+"/readyz"), `"state":"ready","in_flight"`) == 4
 			})
 			var ws *websocket.Conn
@@ -207,7 +210,7 @@ func TestOutlierDetection(t *testing.T) {
 			if line := info[len(info)-1]; !strings.Contains(line, `"level":"INFO"`) || !strings.Contains(line, `"address":"`+bad.Addr+`"`) {
 				t.Errorf("the return's line %s", line)
 			}
-			eventually(t, 5*time.Second, "the address ready again", func() bool {
+			await.Until(t, 5*time.Second, "the address ready again", func() bool {
 				return strings.Contains(get(t, url+"/readyz"), `"address":"`+bad.Addr+`","state":"ready"`)
 			})
 			n := bad.Calls()
@@ -242,11 +245,11 @@ func TestInFlightStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "3 streams in flight", func() bool {
+	await.Until(t, 5*time.Second, "3 streams in flight", func() bool {
 		return strings.Contains(get(t, "http://"+addr+"/readyz"), `"in_flight":3`)
 	})
 	ws.Close(websocket.StatusNormalClosure, "")
-	eventually(t, 5*time.Second, "no stream in flight", func() bool {
+	await.Until(t, 5*time.Second, "no stream in flight", func() bool {
 		return strings.Contains(get(t, "http://"+addr+"/readyz"), `"in_flight":0`)
 	})
 }

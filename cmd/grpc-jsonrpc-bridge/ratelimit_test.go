@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit/redistest"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // TestRateLimitStoreURL: a malformed store URL stops serve at start with
@@ -110,7 +112,7 @@ func TestRateLimitStoreServe(t *testing.T) {
 	})
 	t.Run("down at start", func(t *testing.T) {
 		_, a := startBridge(t, "--backend", backend, "--rate-limit", "100", "--rate-limit-store", nowhere, "--rate-limit-store-fallback", "deny")
-		eventually(t, 2*time.Second, "the outage noticed", func() bool { _, st := readyz(t, "http://"+a); return st["state"] == "down" })
+		await.Until(t, 2*time.Second, "the outage noticed", func() bool { _, st := readyz(t, "http://"+a); return st["state"] == "down" })
 		if status, _, _ := rpc(t, client, "http://"+a+"/", hello, nil); status != http.StatusTooManyRequests {
 			t.Errorf("a call with the store down and fallback deny: HTTP %d, want 429", status)
 		}
@@ -118,7 +120,7 @@ func TestRateLimitStoreServe(t *testing.T) {
 		if code != http.StatusOK || st["state"] != "down" || st["reason"] != "unreachable" {
 			t.Errorf("/readyz: %d %v, want 200 with the store down, unreachable", code, st)
 		}
-		eventually(t, 2*time.Second, "errors counted", func() bool {
+		await.Until(t, 2*time.Second, "errors counted", func() bool {
 			return metric(t, "http://"+a, "jsonrpc_bridge_rate_limit_store_errors_total") != "0"
 		})
 		if got := metric(t, "http://"+a, "jsonrpc_bridge_rate_limit_store_up"); got != "0" {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // The attacks of issue 13, points 1 and 2, over the HTTPS listener, where
@@ -91,6 +93,7 @@ type h2Answer struct {
 // 429 at once), no slot is held, legitimate callers are answered, and
 // body_timeout ends the bodies with 408.
 func TestHTTP2SlowBodies(t *testing.T) {
+	t.Parallel() // its own backend and bridge; it waits on body_timeout
 	const conns, streams, reads = 4, 10, 4
 	const bodyTimeout = 2 * time.Second
 	dir := t.TempDir()
@@ -171,6 +174,7 @@ collect:
 // a large reply held their slots. Now reply_timeout resets their streams
 // and frees the slots while the clients stay connected.
 func TestHTTP2UnreadReplies(t *testing.T) {
+	t.Parallel() // its own backend and bridge; it waits on reply_timeout
 	const attackers = 4
 	const replyTimeout = 2 * time.Second
 	dir := t.TempDir()
@@ -211,7 +215,7 @@ func TestHTTP2UnreadReplies(t *testing.T) {
 	} else if !held {
 		t.Logf("the attackers took longer than reply_timeout to set up; not checking that they held the slots")
 	}
-	took := eventually(t, 10*time.Second, "a legitimate call answered", func() bool {
+	took := await.Until(t, 10*time.Second, "a legitimate call answered", func() bool {
 		status, _, _ := rpc(t, legit, base+"/", call("helloworld.Greeter.SayHello"), nil)
 		return status == http.StatusOK
 	})

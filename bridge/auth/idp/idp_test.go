@@ -18,6 +18,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 func genKey(tb testing.TB, alg string) crypto.Signer {
@@ -54,17 +56,6 @@ func run(tb testing.TB, p *Provider) {
 	done := make(chan struct{})
 	go func() { defer close(done); p.Run(ctx) }()
 	tb.Cleanup(func() { cancel(); <-done })
-}
-
-func await(tb testing.TB, what string, f func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("not within 10 s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestFetchLimits: a key set over 1 MiB, a redirect to another host (or
@@ -154,14 +145,14 @@ func TestRefreshAndRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, p)
-	await(t, "a failed first fetch", func() bool { return p.Status().LastError != "" })
+	await.Until(t, 10*time.Second, "a failed first fetch", func() bool { return p.Status().LastError != "" })
 	if st := p.Status(); st.State != "loading" || !strings.Contains(st.LastError, "HTTP 502") {
 		t.Errorf("status after a failed fetch: %+v", st)
 	}
 	failing.Store(0)
-	await(t, "the keys loaded on a retry", p.Loaded)
+	await.Until(t, 10*time.Second, "the keys loaded on a retry", p.Loaded)
 	n := fetches.Load()
-	await(t, "refreshes every 30 ms", func() bool { return fetches.Load() >= n+3 })
+	await.Until(t, 10*time.Second, "refreshes every 30 ms", func() bool { return fetches.Load() >= n+3 })
 	if st := p.Status(); st.State != "ready" || st.KeyCount != 1 {
 		t.Errorf("status once loaded: %+v", st)
 	}

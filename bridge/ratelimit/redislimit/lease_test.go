@@ -11,6 +11,8 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // The lease logic (lease.go) against an in-process store: fakeGCRA runs
@@ -151,18 +153,6 @@ func (l *Limiter) queued(i int) int {
 	return len(st.queue)
 }
 
-// await polls cond until it holds, failing the test after within.
-func await(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s within %s", what, within)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 var fakeAlice = ratelimit.Identity{Index: 0, Name: "alice"}
 
 // TestLeaseSequential: calls one after another are mostly admitted from
@@ -217,7 +207,7 @@ func TestLeaseBatching(t *testing.T) {
 	for i := range waiting {
 		allow(1 + i%3)
 	}
-	await(t, 5*time.Second, "the calls queued behind the round trip", func() bool { return l.queued(0) == waiting })
+	await.Until(t, 5*time.Second, "the calls queued behind the round trip", func() bool { return l.queued(0) == waiting })
 	close(first.release)
 	second := <-hold
 	close(second.release)
@@ -313,7 +303,7 @@ func TestLeaseWaits(t *testing.T) {
 					ok, wait := l.Allow(context.Background(), fakeAlice, n)
 					results[i] = result{ok, wait}
 				})
-				await(t, 5*time.Second, "the call queued", func() bool { return l.queued(0) == i+1 })
+				await.Until(t, 5*time.Second, "the call queued", func() bool { return l.queued(0) == i+1 })
 			}
 			close(first.release)
 			second := <-hold
@@ -388,7 +378,7 @@ func TestLeaseStoreFails(t *testing.T) {
 		t.Errorf("%d round trips, want 1: during the outage the fallback decides alone", n)
 	}
 	f.fail(nil)
-	await(t, 5*time.Second, "the store deciding again", l.Up)
+	await.Until(t, 5*time.Second, "the store deciding again", l.Up)
 	if ok, _ := l.Allow(t.Context(), fakeAlice, 1); !ok {
 		t.Error("a call after the outage: refused, want admitted")
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ratelimit/redislimit/redistest"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // logs is a logger whose records a test reads.
@@ -86,18 +88,6 @@ func evalCalls(t *testing.T, srv *redistest.Server) int {
 		}
 	}
 	return n
-}
-
-func eventually(t *testing.T, within time.Duration, what string, f func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !f() {
-		if time.Since(start) > within {
-			t.Fatalf("not %s within %s", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 var alice = ratelimit.Identity{Index: 0, Name: "alice"}
@@ -214,7 +204,7 @@ func TestOutage(t *testing.T) {
 				t.Errorf("outage logged %d times at Warn, want once:\n%s", n, lg)
 			}
 			srv.Restart()
-			took := eventually(t, 2*time.Second, "the store deciding again", l.Up)
+			took := await.Until(t, 2*time.Second, "the store deciding again", l.Up)
 			t.Logf("the store decides again %s after its return", took)
 			// Empty again: the store's burst, whatever the fallback did.
 			admitted = 0
@@ -246,7 +236,7 @@ func TestStoreDownAtStart(t *testing.T) {
 	addr := lis.Addr().String()
 	lis.Close() // nothing listens there
 	l, lg := newLimiter(t, redislimit.Options{URL: "redis://" + addr + "/0", Limit: ratelimit.Limit{Rate: 1, Burst: 2}})
-	eventually(t, 2*time.Second, "the outage noticed", func() bool { return !l.Up() })
+	await.Until(t, 2*time.Second, "the outage noticed", func() bool { return !l.Up() })
 	for i, want := range []bool{true, true, false} {
 		if ok, _ := l.Allow(t.Context(), alice, 1); ok != want {
 			t.Errorf("call %d with the local fallback: got %v, want %v", i, ok, want)
@@ -296,7 +286,7 @@ func TestSlowStore(t *testing.T) {
 	if took > time.Second+500*time.Millisecond {
 		t.Errorf("the call took %s, want at most the timeout (%s), or the first probe's second", took, timeout)
 	}
-	eventually(t, 3*time.Second, "the outage noticed", func() bool { return !l.Up() })
+	await.Until(t, 3*time.Second, "the outage noticed", func() bool { return !l.Up() })
 	if st := l.Status(); st.Reason != "timeout" {
 		t.Errorf("got reason %q, want timeout", st.Reason)
 	}
@@ -325,7 +315,14 @@ func TestPassword(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l, lg := newLimiter(t, redislimit.Options{URL: tt.url, Password: tt.password, Limit: ratelimit.Limit{Rate: 1, Burst: 1}, Fallback: redislimit.Deny})
 			l.Allow(t.Context(), alice, 1)
-			time.Sleep(100 * time.Millisecond) // the first probe
+			// The first probe (at once, at New): a refused password is an
+			// outage, awaited; a right one is no outage, which a probe that
+			// failed would start ("never": held for 100 ms).
+			if tt.state == "down" {
+				await.Until(t, 10*time.Second, "the store down", func() bool { return !l.Up() })
+			} else {
+				await.Holds(t, 100*time.Millisecond, "the store up", l.Up)
+			}
 			st := l.Status()
 			if st.State != tt.state {
 				t.Fatalf("got %+v, want state %s", st, tt.state)

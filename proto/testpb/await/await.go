@@ -9,19 +9,35 @@ import (
 	"time"
 )
 
-// Every is how often a condition is polled.
-const Every = 2 * time.Millisecond
+// Every is how soon a condition is polled again at first; each later wait
+// is half as long again, up to Most, so that a condition which holds at
+// once costs little wait and one that takes seconds (a process to start,
+// an HTTP call each poll) does not spin on a loaded machine.
+const (
+	Every = 2 * time.Millisecond
+	Most  = 20 * time.Millisecond
+)
+
+// pause sleeps for *wait and lengthens it for the next time.
+func pause(wait *time.Duration) {
+	if *wait == 0 {
+		*wait = Every
+	}
+	time.Sleep(*wait)
+	*wait = min(*wait*3/2, Most)
+}
 
 // Until polls cond until it holds and returns how long that took. If it does not hold
 // within d, the test fails (tb.Fatalf) naming what it awaited.
 func Until(tb testing.TB, d time.Duration, what string, cond func() bool) time.Duration {
 	tb.Helper()
 	start := time.Now()
+	var wait time.Duration
 	for !cond() {
 		if time.Since(start) > d {
 			tb.Fatalf("after %v: still awaiting %s", d, what)
 		}
-		time.Sleep(Every)
+		pause(&wait)
 	}
 	return time.Since(start)
 }
@@ -31,6 +47,7 @@ func Until(tb testing.TB, d time.Duration, what string, cond func() bool) time.D
 func NoError(tb testing.TB, d time.Duration, what string, f func() error) time.Duration {
 	tb.Helper()
 	start := time.Now()
+	var wait time.Duration
 	for {
 		err := f()
 		if err == nil {
@@ -39,7 +56,22 @@ func NoError(tb testing.TB, d time.Duration, what string, f func() error) time.D
 		if time.Since(start) > d {
 			tb.Fatalf("after %v: still awaiting %s: %v", d, what, err)
 		}
-		time.Sleep(Every)
+		pause(&wait)
+	}
+}
+
+// Try polls f until it returns nil or d passes, and returns f's last error
+// (nil once it held): NoError for a caller that words the failure itself,
+// or that awaits outside a test's goroutine.
+func Try(d time.Duration, f func() error) error {
+	start := time.Now()
+	var wait time.Duration
+	for {
+		err := f()
+		if err == nil || time.Since(start) > d {
+			return err
+		}
+		pause(&wait)
 	}
 }
 

@@ -23,6 +23,19 @@ func TestUntil(t *testing.T) {
 		}
 		return nil
 	})
+	j := 0
+	if err := Try(5*time.Second, func() error {
+		j++
+		if j < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("Try = %v", err)
+	}
+	if err := Try(5*time.Millisecond, func() error { return errors.New("never") }); err == nil || err.Error() != "never" {
+		t.Fatalf("Try = %v, want never", err)
+	}
 	ch := make(chan int, 1)
 	ch <- 7
 	if got := Receive(t, time.Second, "a seven", ch); got != 7 {

@@ -1,4 +1,4 @@
-package interop_test
+package binary
 
 import (
 	"os/exec"
