@@ -27,16 +27,24 @@ const idleTrim = 5 * time.Second
 
 // trimWhenIdle calls trim once each time served has stopped changing for
 // idle after it changed: a burst of load leaves a heap sized for it, which
-// the runtime would otherwise keep for minutes.
+// the runtime would otherwise keep for minutes. It looks at served every
+// idle/5 (trimOnTicks).
 func trimWhenIdle(ctx context.Context, served func() uint64, idle time.Duration, trim func()) {
 	t := time.NewTicker(idle / 5)
 	defer t.Stop()
-	last, quietSince, trimmed := served(), time.Now(), true
+	trimOnTicks(ctx, t.C, time.Now(), served, idle, trim)
+}
+
+// trimOnTicks is trimWhenIdle's decision, at each time ticks gives (start
+// is the first quiet's start): a trim when served has not changed for idle
+// since it last changed, once for each change.
+func trimOnTicks(ctx context.Context, ticks <-chan time.Time, start time.Time, served func() uint64, idle time.Duration, trim func()) {
+	last, quietSince, trimmed := served(), start, true
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case now := <-ticks:
 			if n := served(); n != last {
 				last, quietSince, trimmed = n, now, false
 			} else if !trimmed && now.Sub(quietSince) >= idle {

@@ -5,71 +5,76 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // TestTrimWhenIdle: nothing served, nothing to trim; quiet after a burst,
 // one trim and no second; busy, no trim while requests keep coming; quiet
-// again, one trim. trimWhenIdle reads the clock (a ticker of idle/5), so
-// the test holds to what a loaded machine cannot upset: a trim is awaited
-// rather than expected within a guessed time, and a trim while busy fails
-// the test only when no two requests (nor the last and the trim) were
-// idle apart (a trim after such a quiet is right: the test was starved,
-// and the busy phase runs again).
+// again, one trim. The clock is the test's: trimOnTicks is given each tick
+// (what trimWhenIdle's ticker of idle/5 gives it), and the test waits for
+// the tick to be taken, so a loaded machine cannot upset it.
 func TestTrimWhenIdle(t *testing.T) {
 	const idle = 100 * time.Millisecond
 	var served atomic.Uint64
-	trims := make(chan struct{}, 10)
+	var trims atomic.Int32
+	ticks := make(chan time.Time)
+	looked := make(chan struct{}) // trimOnTicks read served: once at its start, once a tick
+	count := func() uint64 { n := served.Load(); looked <- struct{}{}; return n }
+	start := time.Unix(1000, 0)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		trimWhenIdle(ctx, served.Load, idle, func() { trims <- struct{}{} })
+		trimOnTicks(ctx, ticks, start, count, idle, func() { trims.Add(1) })
 	}()
 	defer func() { cancel(); <-done }()
+	<-looked
 
-	none := func(within time.Duration, what string) {
-		t.Helper()
-		select {
-		case <-trims:
-			t.Fatalf("%s: got a trim, want none", what)
-		case <-time.After(within): // a "never": its only wait is a fixed span
+	now := start
+	// tick advances the clock by d, lets trimOnTicks look, and returns the
+	// trims so far. The second tick, at the same time and with served
+	// unchanged, decides nothing new; it is taken only once the first was
+	// handled (its trim, if any, counted), and its look at served is
+	// awaited, so that served changes only between ticks.
+	tick := func(d time.Duration) int32 {
+		now = now.Add(d)
+		ticks <- now
+		<-looked
+		ticks <- now
+		<-looked
+		return trims.Load()
+	}
+	step := idle / 5
+	for range 10 {
+		if n := tick(step); n != 0 {
+			t.Fatalf("nothing served yet: %d trims, want none", n)
 		}
 	}
-	none(300*time.Millisecond, "nothing served yet: nothing to trim")
 	served.Add(5)
-	await.Receive(t, 10*time.Second, "a trim after a burst", trims) // quiet after a burst: one trim
-	none(300*time.Millisecond, "still quiet: no second one")
-
-	busy := func() (starved bool) { // no trim while requests keep coming
-		var at []time.Time // when each request was counted
-		for range 5 {
-			served.Add(1)
-			at = append(at, time.Now())
-			select {
-			case <-trims:
-				// A trim is right only after a quiet of idle: between two
-				// requests, or since the last. The test's clock may lag
-				// the counter's by a preemption, hence the margin.
-				longest := time.Since(at[len(at)-1])
-				for i := 1; i < len(at); i++ {
-					longest = max(longest, at[i].Sub(at[i-1]))
-				}
-				if longest < idle*3/4 {
-					t.Fatalf("busy: a trim with requests at most %s apart, want none while they come faster than idle (%s)", longest, idle)
-				}
-				return true
-			case <-time.After(idle * 3 / 5): // the pace of the requests
-			}
+	tick(step) // the burst is seen: the quiet starts
+	for i := 1; i < 5; i++ {
+		if n := tick(step); n != 0 {
+			t.Fatalf("quiet for %v of %v after a burst: %d trims, want none yet", time.Duration(i)*step, idle, n)
 		}
-		return false
 	}
-	for try := 0; busy(); try++ {
-		if try == 5 {
-			t.Fatal("busy: starved five times running")
+	if n := tick(step); n != 1 {
+		t.Fatalf("quiet for %v after a burst: %d trims, want 1", idle, n)
+	}
+	for range 10 {
+		if n := tick(step); n != 1 {
+			t.Fatalf("still quiet: %d trims, want no second one", n)
 		}
-		t.Log("busy: the test was starved for longer than idle; again")
 	}
-	await.Receive(t, 10*time.Second, "a trim once quiet again", trims)
+	for range 20 { // busy: a request every 3/5 of idle, no trim while they come
+		served.Add(1)
+		if n := tick(idle * 3 / 5); n != 1 {
+			t.Fatalf("busy: %d trims, want none while requests come faster than idle", n-1)
+		}
+	}
+	tick(step)
+	for range 4 {
+		tick(step)
+	}
+	if n := tick(step); n != 2 {
+		t.Fatalf("quiet again for %v: %d trims, want 2 in all", idle, n)
+	}
 }
