@@ -15,7 +15,6 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -29,7 +28,6 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 // recorder is a gRPC interceptor that counts the calls reaching the
@@ -63,11 +61,9 @@ func (rec *recorder) take() []seen {
 	return out
 }
 
-// recordedEnv is newEnv whose backend records every call.
-func recordedEnv(t *testing.T, opts bridge.Options) (*env, *recorder) {
-	t.Helper()
-	rec := &recorder{}
-	return newEnvWith(t, opts, grpc.ChainUnaryInterceptor(rec.intercept)), rec
+// recording makes the backend of newEnv record every call in rec.
+func recording(rec *recorder) envOption {
+	return withServer(grpc.ChainUnaryInterceptor(rec.intercept))
 }
 
 // unaryMethods are the unary methods of the two services of the matrix,
@@ -154,7 +150,8 @@ func errStatus(t testing.TB, r map[string]any) (int64, string) {
 // two-service backend, singly and in one batch, and checks that exactly
 // the allowed calls reach the backend, carrying the caller's identity.
 func TestAuthorizationMatrix(t *testing.T) {
-	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t)})
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Auth: newAuth(t)}, recording(rec))
 	for _, c := range callers {
 		t.Run(c.name, func(t *testing.T) {
 			rec.take()
@@ -219,7 +216,7 @@ func checkAllowed(t *testing.T, c caller, method string, reply map[string]any) {
 // A name that matches no method is refused like a real one, unless the
 // caller's patterns allow it: a refusal tells nothing of what exists.
 func TestAuthorizationUnknownMethod(t *testing.T) {
-	e, _ := recordedEnv(t, bridge.Options{Auth: newAuth(t)})
+	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	for _, tt := range []struct {
 		name, token, method string
 		want                int64
@@ -242,7 +239,8 @@ func TestAuthorizationUnknownMethod(t *testing.T) {
 }
 
 func TestUnauthenticated(t *testing.T) {
-	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t)})
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Auth: newAuth(t)}, recording(rec))
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`
 	// RFC 6750 section 3.1: no error code for a request without a
 	// credential of the scheme (none, or Basic); invalid_request and 400
@@ -337,7 +335,7 @@ func documentMethods(t *testing.T, doc any) []string {
 
 // rpc.discover and GET /openrpc.json list only what the caller may call.
 func TestDiscoveryPerIdentity(t *testing.T) {
-	e, _ := recordedEnv(t, bridge.Options{Auth: newAuth(t)})
+	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	all := map[string]bool{}
 	for _, c := range callers {
 		resp, body := postAs(t, e.url, bearer(c.token), `{"jsonrpc":"2.0","method":"rpc.discover","id":1}`)
@@ -390,17 +388,7 @@ func TestClientCertificates(t *testing.T) {
 		bridge.Identity{Name: "cert-svc", ClientCerts: []string{"cn:svc.example"}, Allow: []string{"test.v1.TestService.*"}},
 		bridge.Identity{Name: "spiffe-svc", ClientCerts: []string{"uri:spiffe://example.org/greeter"}, Allow: []string{"helloworld.*"}},
 	)
-	_, conn := startBackend(t)
-	reg, err := bridgereflect.Discover(t.Context(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := bridge.New(conn, bridge.Options{Auth: auth})
-	srv.Update(reg)
-	hs := httptest.NewUnstartedServer(srv)
-	hs.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool}
-	hs.StartTLS()
-	t.Cleanup(hs.Close)
+	hs := newEnv(t, bridge.Options{Auth: auth}, onBufconn(), onTLS(&tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool})).hs
 
 	client := func(cert *tls.Certificate) *http.Client {
 		tr := hs.Client().Transport.(*http.Transport).Clone()

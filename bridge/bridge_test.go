@@ -181,11 +181,11 @@ func TestBatchParallelismIsBounded(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // hold the slot so that members overlap
+		time.Sleep(20 * time.Millisecond) // the backend's work, holding the slot so that members overlap: not a wait
 		defer inFlight.Add(-1)
 		return h(ctx, req)
 	}
-	e := newEnvWith(t, bridge.Options{BatchParallelism: 3}, grpc.UnaryInterceptor(gate))
+	e := newEnv(t, bridge.Options{BatchParallelism: 3}, withServer(grpc.UnaryInterceptor(gate)))
 	member := `{"jsonrpc":"2.0","method":"test.v1.TestService.Count","params":{"key":"p"},"id":1}`
 	code, body := e.post(t, "["+strings.Repeat(member+",", 11)+member+"]")
 	if code != 200 {
@@ -201,11 +201,7 @@ func TestBatchParallelismIsBounded(t *testing.T) {
 }
 
 func TestNotDiscoveredYet(t *testing.T) {
-	ts, conn := startBackend(t)
-	_ = ts
-	srv := bridge.New(conn, bridge.Options{})
-	url := serveBridge(t, srv, nil)
-	e := &env{url: url, bridge: srv}
+	e := newEnv(t, bridge.Options{}, onBufconn(), undiscovered())
 
 	if code, _ := e.do(t, "GET", "/readyz", "", ""); code != 503 {
 		t.Errorf("readyz: got %d, want 503", code)
@@ -225,11 +221,11 @@ func TestNotDiscoveredYet(t *testing.T) {
 		t.Errorf("notification: got %d %q, want 204", code, body)
 	}
 
-	reg, err := bridgereflect.Discover(t.Context(), conn)
+	reg, err := bridgereflect.Discover(t.Context(), e.conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Update(reg)
+	e.bridge.Update(reg)
 	if code, _ := e.do(t, "GET", "/readyz", "", ""); code != 200 {
 		t.Errorf("readyz after discovery: got %d, want 200", code)
 	}
@@ -241,11 +237,6 @@ func TestNotDiscoveredYet(t *testing.T) {
 func TestUnreachableBackendIsCode14(t *testing.T) {
 	// Discover from a live backend, then call through a connection to a
 	// port where nothing listens.
-	_, live := startBackend(t)
-	reg, err := bridgereflect.Discover(t.Context(), live)
-	if err != nil {
-		t.Fatal(err)
-	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -257,10 +248,7 @@ func TestUnreachableBackendIsCode14(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dead.Close() })
-	srv := bridge.New(dead, bridge.Options{CallTimeout: 5 * time.Second})
-	srv.Update(reg)
-	url := serveBridge(t, srv, nil)
-	e := &env{url: url}
+	e := newEnv(t, bridge.Options{CallTimeout: 5 * time.Second}, onBufconn(), through(dead))
 	r := e.call(t, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`)
 	if got := errCode(t, r); got != 14 {
 		t.Fatalf("got %v, want code 14", r)

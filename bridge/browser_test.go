@@ -94,7 +94,8 @@ func TestBrowser(t *testing.T) {
 	t.Run("auth", func(t *testing.T) {
 		o := opts
 		o.Auth = newAuth(t)
-		e, rec := recordedEnv(t, o)
+		rec := new(recorder)
+		e := newEnv(t, o, recording(rec))
 		url := "http://localhost:" + e.port(t) + "/"
 		call := `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Count","params":{"key":"browser"}}`
 
@@ -135,7 +136,7 @@ func TestBrowser(t *testing.T) {
 	// MCP's headers (after their preflight), reads Mcp-Session-Id, and ends
 	// the session with DELETE.
 	t.Run("mcp", func(t *testing.T) {
-		e, _ := recordedEnv(t, opts)
+		e := newEnv(t, opts)
 		url := "http://localhost:" + e.port(t) + "/mcp"
 		script := fmt.Sprintf(`const post = async (body, sid) => {
 			const h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"};
@@ -159,7 +160,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("csrf", func(t *testing.T) {
-		e, _ := recordedEnv(t, opts) // authentication off, as in demo
+		e := newEnv(t, opts) // authentication off, as in demo
 		url := "http://localhost:" + e.port(t) + "/"
 		increment := `{"jsonrpc":"2.0","method":"demo.v1.Notes.Increment","params":{"delta":1}}`
 		counter := func() string {

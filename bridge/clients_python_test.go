@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 )
 
 // TestPythonClients runs testdata/clients/python_clients.py (Python's
@@ -32,7 +34,7 @@ func runPython(t *testing.T, script, modules, packages string) {
 		}
 		t.Skip(msg)
 	}
-	e := newDemoEnv(t)
+	e := newEnv(t, bridge.Options{}, demoOnly...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, script)

@@ -13,6 +13,7 @@ import (
 
 	"encoding/json"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // deadlineRecorder records the time left before the deadline of each
@@ -87,7 +88,7 @@ func TestRequestedTimeouts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := newDeadlineRecorder()
-			e := newEnvWith(t, tt.opts, grpc.UnaryInterceptor(rec.intercept))
+			e := newEnv(t, tt.opts, withServer(grpc.UnaryInterceptor(rec.intercept)))
 			start := time.Now()
 			w := serveWith(e, sleepBody(tt.sleep), tt.header)
 			if took := time.Since(start); took > 10*time.Second {
@@ -145,7 +146,7 @@ func TestParseGRPCTimeout(t *testing.T) {
 // its call, and the backend sees it.
 func TestClientDisconnectCancelsBackendCall(t *testing.T) {
 	rec := newDeadlineRecorder()
-	e := newEnvWith(t, bridge.Options{CallTimeout: time.Minute}, grpc.UnaryInterceptor(rec.intercept))
+	e := newEnv(t, bridge.Options{CallTimeout: time.Minute}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/", strings.NewReader(sleepBody("50s")))
@@ -160,22 +161,13 @@ func TestClientDisconnectCancelsBackendCall(t *testing.T) {
 		}
 		done <- err
 	}()
-	select {
-	case <-rec.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the call never reached the backend")
-	}
+	await.Receive(t, 10*time.Second, "the call at the backend", rec.started)
 	cancel()
 	if err := <-done; err == nil {
 		t.Errorf("got a reply, want the client's request cancelled")
 	}
-	select {
-	case err := <-rec.cancelled:
-		if err != context.Canceled {
-			t.Errorf("the backend's context ended with %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the backend call was not cancelled within 10s of the client leaving")
+	if err := await.Receive(t, 10*time.Second, "the backend call cancelled after the client left", rec.cancelled); err != context.Canceled {
+		t.Errorf("the backend's context ended with %v, want context.Canceled", err)
 	}
 }
 
@@ -188,10 +180,10 @@ func TestBatchDeadlineRule(t *testing.T) {
 	opts := bridge.Options{BatchParallelism: 2, CallTimeout: 2 * time.Second}
 	for _, tt := range []struct {
 		name string
-		env  func(testing.TB, bridge.Options) *env
-	}{{"direct", newEnv}, {"grpc-go", newEnvGRPCGo}} {
+		path envOption
+	}{{"direct", via(direct)}, {"grpc-go", onBufconn()}} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := tt.env(t, opts)
+			e := newEnv(t, opts, tt.path)
 			sleep := `{"duration":"1.2s"}`
 			body := "[" + req("test.v1.TestService.Sleep", sleep, "1") + "," +
 				req("test.v1.TestService.Sleep", sleep, "2") + "," + req("test.v1.TestService.Sleep", sleep, "3") + "]"

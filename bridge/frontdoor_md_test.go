@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,32 +17,10 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
-// pathEnv is a bridge on real HTTP in front of a loopback backend whose
-// calls rec records, on the direct path or through grpc-go.
-func pathEnv(t *testing.T, direct bool, opts bridge.Options, rec *mdRecorder, serverOpts ...grpc.ServerOption) *env {
-	t.Helper()
-	if rec != nil {
-		serverOpts = append(serverOpts, grpc.UnaryInterceptor(rec.intercept))
-	}
-	ts, conn, addr := startBackendTCP(t, serverOpts...)
-	reg, err := bridgereflect.Discover(context.Background(), conn)
-	if err != nil {
-		t.Fatalf("discover: %v", err)
-	}
-	var cc grpc.ClientConnInterface = conn
-	if direct {
-		cc = directConn(t, conn, addr)
-	}
-	srv := bridge.New(cc, opts)
-	srv.Update(reg)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, backend: ts, bridge: srv, conn: conn}
-}
-
+// forBothPaths runs f on the direct path and on grpc-go's (directIf);
+// the bridges of this file are served by net/http alone (netHTTP).
 func forBothPaths(t *testing.T, f func(t *testing.T, direct bool)) {
 	for _, direct := range []bool{true, false} {
 		name := "grpc-go"
@@ -84,7 +61,7 @@ const validTraceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0
 func TestTracestateValidated(t *testing.T) {
 	forBothPaths(t, func(t *testing.T, direct bool) {
 		var rec mdRecorder
-		e := pathEnv(t, direct, bridge.Options{}, &rec)
+		e := newEnv(t, bridge.Options{}, directIf(direct), withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
 		tests := []struct {
 			name  string
 			state []string
@@ -133,7 +110,7 @@ func equalStrings(a, b []string) bool {
 func TestConnectionNamedHeaderNotForwarded(t *testing.T) {
 	forBothPaths(t, func(t *testing.T, direct bool) {
 		var rec mdRecorder
-		e := pathEnv(t, direct, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Tenant"}}}, &rec)
+		e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Tenant"}}}, directIf(direct), withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
 		code, body := postWith(t, e, echoCall, http.Header{
 			"Connection":           {"keep-alive, Grpc-Metadata-Secret", "x-tenant"},
 			"Grpc-Metadata-Secret": {"s3cret"},
@@ -162,7 +139,7 @@ func TestConnectionNamedHeaderNotForwarded(t *testing.T) {
 // under the race detector); the headers it names are still dropped.
 func TestConnectionOptionsCheap(t *testing.T) {
 	var rec mdRecorder
-	e := pathEnv(t, true, bridge.Options{}, &rec)
+	e := newEnv(t, bridge.Options{}, withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
 	for _, tc := range []struct {
 		name    string
 		headers int
@@ -204,7 +181,7 @@ func TestConnectionOptionsCheap(t *testing.T) {
 func TestXForwardedFor(t *testing.T) {
 	forBothPaths(t, func(t *testing.T, direct bool) {
 		var rec mdRecorder
-		e := pathEnv(t, direct, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Forwarded-For"}}}, &rec)
+		e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Forwarded-For"}}}, directIf(direct), withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
 		tests := []struct {
 			name string
 			h    http.Header
@@ -245,11 +222,6 @@ func TestLocalStatusTextNeverReachesClients(t *testing.T) {
 		go hs.Serve(lis)
 		t.Cleanup(func() { hs.Close() })
 		forBothPaths(t, func(t *testing.T, direct bool) {
-			_, conn, _ := startBackendTCP(t)
-			reg, err := bridgereflect.Discover(context.Background(), conn)
-			if err != nil {
-				t.Fatal(err)
-			}
 			// Discovered from a real backend, called at the impostor.
 			bad, err := grpc.NewClient(lis.Addr().String(), append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 			if err != nil {
@@ -260,11 +232,7 @@ func TestLocalStatusTextNeverReachesClients(t *testing.T) {
 			if direct {
 				cc = directConn(t, bad, lis.Addr().String())
 			}
-			srv := bridge.New(cc, bridge.Options{})
-			srv.Update(reg)
-			front := httptest.NewServer(srv)
-			t.Cleanup(front.Close)
-			e := &env{url: front.URL}
+			e := newEnv(t, bridge.Options{}, through(cc), servedBy(netHTTP))
 			code, body := postWith(t, e, echoCall, nil)
 			if code != 200 || !strings.Contains(body, `"code":14`) || !strings.Contains(body, `"message":"the backend is unavailable"`) {
 				t.Errorf("got HTTP %d %s, want code 14 with the fixed message", code, body)
@@ -284,7 +252,7 @@ func TestLocalStatusTextNeverReachesClients(t *testing.T) {
 				}
 				return h(ctx, req)
 			}
-			e := pathEnv(t, direct, bridge.Options{}, nil, grpc.UnaryInterceptor(fail))
+			e := newEnv(t, bridge.Options{}, directIf(direct), withServer(grpc.UnaryInterceptor(fail)), servedBy(netHTTP))
 			code, body := postWith(t, e, echoCall, nil)
 			if code != 200 || !strings.Contains(body, `"message":"transport: the ledger is being rebuilt"`) {
 				t.Errorf("got HTTP %d %s, want the backend's own message", code, body)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"slices"
 	"strings"
@@ -20,7 +19,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // The tools of the test services the MCP tests use.
@@ -284,11 +283,12 @@ func testMCPCalls(t *testing.T, e *env, c *mcpClient) {
 		}
 		// Notifications are handled apart from the result: wait for them.
 		var progress []*sdk.ProgressNotificationParams
-		for deadline := time.Now().Add(5 * time.Second); len(progress) < 3 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		await.Until(t, 5*time.Second, "3 progress notifications", func() bool {
 			c.mu.Lock()
 			progress = slices.Clone(c.progress)
 			c.mu.Unlock()
-		}
+			return len(progress) >= 3
+		})
 		if len(progress) != 3 {
 			t.Fatalf("want 3 progress notifications, got %d", len(progress))
 		}
@@ -325,27 +325,15 @@ func TestMCPProgressArrivesDuringTheStream(t *testing.T) {
 		_, err := c.CallTool(ctx, params)
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	await.Until(t, 10*time.Second, "2 progress notifications while the stream is open", func() bool {
 		c.mu.Lock()
-		n := len(c.progress)
-		c.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d progress notifications while the stream is open, want 2", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer c.mu.Unlock()
+		return len(c.progress) == 2
+	})
 	// Cancelling the call (notifications/cancelled) cancels the stream.
 	cancel()
 	<-done
-	select {
-	case <-e.backend.Cancelled("mcp-hold"):
-	case <-time.After(10 * time.Second):
-		t.Fatal("the backend's stream was not cancelled with the tool call")
-	}
+	await.Receive(t, 10*time.Second, "the backend's stream cancelled with the tool call", e.backend.Cancelled("mcp-hold"))
 }
 
 func TestMCPAuth(t *testing.T) {
@@ -463,20 +451,13 @@ func TestMCPListChanged(t *testing.T) {
 }
 
 func testMCPListChanged(t *testing.T, v string) {
-	_, conn, addr := startBackendTCP(t)
-	reg, err := bridgereflect.Discover(context.Background(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := bridge.New(directConn(t, conn, addr), bridge.Options{})
+	e := newEnv(t, bridge.Options{}, only("helloworld.*"), servedBy(netHTTP))
+	srv, reg := e.bridge, discoverOrFail(t, e.conn)
 	only, err := reg.Filter([]string{"helloworld.*"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Update(only)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	c := mustConnectMCP(t, hs.URL, "", v)
+	c := mustConnectMCP(t, e.url, "", v)
 	if got := toolNames(t, c); !slices.Equal(got, []string{toolHello}) {
 		t.Fatalf("before: %v", got)
 	}
@@ -488,20 +469,12 @@ func testMCPListChanged(t *testing.T, v string) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	srv.Update(reg) // a re-discovery that finds more
-	select {
-	case <-c.changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed after re-discovery")
-	}
+	await.Receive(t, 10*time.Second, "notifications/tools/list_changed after re-discovery", c.changed)
 	if got := toolNames(t, c); !slices.Contains(got, toolCount) || !slices.Contains(got, toolHello) {
 		t.Fatalf("after: %v", got)
 	}
 	srv.Update(only) // and one that finds fewer
-	select {
-	case <-c.changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed after the methods went away")
-	}
+	await.Receive(t, 10*time.Second, "notifications/tools/list_changed after the methods went away", c.changed)
 	if got := toolNames(t, c); !slices.Equal(got, []string{toolHello}) {
 		t.Fatalf("after removal: %v", got)
 	}
@@ -630,11 +603,12 @@ func TestMCPGoClientStdio(t *testing.T) {
 		t.Fatalf("ServerStream over stdio: %v %+v", err, r)
 	}
 	var progress []*sdk.ProgressNotificationParams
-	for deadline := time.Now().Add(5 * time.Second); len(progress) < 2 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	await.Until(t, 5*time.Second, "2 progress notifications over stdio", func() bool {
 		c.mu.Lock()
 		progress = slices.Clone(c.progress)
 		c.mu.Unlock()
-	}
+		return len(progress) >= 2
+	})
 	if len(progress) != 2 {
 		t.Errorf("over stdio: %d progress notifications, want 2", len(progress))
 	}
@@ -708,17 +682,7 @@ func TestMCPHostAndOrigin(t *testing.T) {
 func TestMCPClientCertificate(t *testing.T) {
 	ca := newCA(t, "test CA")
 	auth := newAuth(t, bridge.Identity{Name: "cert-svc", ClientCerts: []string{"cn:svc.example"}, Allow: []string{"test.v1.TestService.Peek"}})
-	_, conn := startBackend(t)
-	reg, err := bridgereflect.Discover(t.Context(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := bridge.New(conn, bridge.Options{Auth: auth})
-	srv.Update(reg)
-	hs := httptest.NewUnstartedServer(srv)
-	hs.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool}
-	hs.StartTLS()
-	t.Cleanup(hs.Close)
+	hs := newEnv(t, bridge.Options{Auth: auth}, onBufconn(), onTLS(&tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool})).hs
 	tr := hs.Client().Transport.(*http.Transport).Clone()
 	cert := ca.leaf(t, "svc.example", "")
 	tr.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
@@ -747,7 +711,8 @@ func TestMCPClientCertificate(t *testing.T) {
 func TestMCPSamePath(t *testing.T) {
 	var log syncBuf
 	m := newMetrics(t)
-	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t), Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&log, nil))})
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Auth: newAuth(t), Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&log, nil))}, recording(rec))
 	hc := &http.Client{Transport: headers{
 		"Authorization": "Bearer reader-token-0123456789", "Grpc-Metadata-Tenant": "t1", "X-Request-Id": "mcp-request-1",
 	}.wrap(http.DefaultTransport.(*http.Transport).Clone())}
@@ -824,17 +789,8 @@ func r0(t *testing.T, c *mcpClient, tool string) *sdk.CallToolResult {
 // TestMCPStdioListChanged: a session over stdio (ServeStdio, as the mcp
 // command serves it) is told of a re-discovery too.
 func TestMCPStdioListChanged(t *testing.T) {
-	_, conn, addr := startBackendTCP(t)
-	reg, err := bridgereflect.Discover(t.Context(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	only, err := reg.Filter([]string{"helloworld.*"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := bridge.New(directConn(t, conn, addr), bridge.Options{})
-	srv.Update(only)
+	e := newEnv(t, bridge.Options{}, only("helloworld.*"))
+	srv, reg := e.bridge, discoverOrFail(t, e.conn)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(t.Context())
@@ -857,11 +813,7 @@ func TestMCPStdioListChanged(t *testing.T) {
 		t.Fatalf("before: %v", got)
 	}
 	srv.Update(reg)
-	select {
-	case <-changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed over stdio")
-	}
+	await.Receive(t, 10*time.Second, "notifications/tools/list_changed over stdio", changed)
 	if got := toolNames(t, c); !slices.Contains(got, toolEcho) {
 		t.Fatalf("after: %v", got)
 	}
@@ -888,17 +840,10 @@ func TestMCPMaxSessions(t *testing.T) {
 		t.Fatalf("%v %+v", err, r)
 	}
 	a.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	await.NoError(t, 5*time.Second, "a new session after closing one", func() error {
 		_, err := connectMCP(t, e.url, "")
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after closing a session, a new one: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestMCPMalformedBodies: a POST /mcp body that is not a JSON-RPC message

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,7 +18,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 func TestMetadataSize(t *testing.T) {
@@ -62,23 +60,11 @@ func newCountingEnv(t *testing.T, direct bool, opts bridge.Options) countingEnv 
 		}
 		return h(srv, ss)
 	}
-	ts, conn, addr := startBackendTCP(t, grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
-	reg, err := bridgereflect.Discover(t.Context(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var log syncBuffer
 	opts.Metrics = newMetrics(t)
 	opts.AccessLog = slog.New(slog.NewJSONHandler(&log, nil))
-	var c grpc.ClientConnInterface = conn
-	if direct {
-		c = directConn(t, conn, addr)
-	}
-	srv := bridge.New(c, opts)
-	srv.Update(reg)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return countingEnv{env: &env{url: hs.URL, backend: ts, bridge: srv, conn: conn}, calls: calls, log: &log}
+	e := newEnv(t, opts, withServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream)), directIf(direct), servedBy(netHTTP))
+	return countingEnv{env: e, calls: calls, log: &log}
 }
 
 // TestMaxMetadataBytes: a request whose forwarded metadata (the selected

@@ -56,10 +56,10 @@ const echoCall = `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Echo","p
 
 func TestMetadataForwarding(t *testing.T) {
 	var rec mdRecorder
-	e := newEnvWith(t, bridge.Options{Metadata: bridge.Metadata{
+	e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{
 		RequestHeaders:  []string{"authorization", "X-Request-Id", "Keep-Alive", "Host", "x-raw-bin"},
 		ResponseHeaders: []string{"X-Backend-Version", "x-checksum-bin", "x-cost", "content-type"},
-	}}, grpc.UnaryInterceptor(rec.intercept))
+	}}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 
 	w := serveWith(e, echoCall, http.Header{
 		"Authorization":             {"Bearer t0ken"},
@@ -125,8 +125,7 @@ func TestMetadataForwarding(t *testing.T) {
 
 func TestConnectionOptionIsNotForwarded(t *testing.T) {
 	var rec mdRecorder
-	e := newEnvWith(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Hop", "X-Keep"}}},
-		grpc.UnaryInterceptor(rec.intercept))
+	e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Hop", "X-Keep"}}}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 	serveWith(e, echoCall, http.Header{"Connection": {"keep-alive, x-hop"}, "X-Hop": {"1"}, "X-Keep": {"2"}})
 	md := rec.last(t)
 	if got := md.Get("x-hop"); len(got) != 0 {
@@ -139,7 +138,7 @@ func TestConnectionOptionIsNotForwarded(t *testing.T) {
 
 func TestNoMetadataConfigured(t *testing.T) {
 	var rec mdRecorder
-	e := newEnvWith(t, bridge.Options{}, grpc.UnaryInterceptor(rec.intercept))
+	e := newEnv(t, bridge.Options{}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 	w := serveWith(e, echoCall, http.Header{"Authorization": {"Bearer x"}, "Grpc-Metadata-Tenant": {"acme"}})
 	md := rec.last(t)
 	if len(md.Get("authorization")) != 0 || len(md.Get("tenant")) != 1 {
@@ -187,8 +186,7 @@ func TestForbiddenHeader(t *testing.T) {
 // value reaches the backend, in order, as values of one metadata key.
 func TestRepeatedHeadersForwardEveryValue(t *testing.T) {
 	var rec mdRecorder
-	e := newEnvWith(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"x-foo"}}},
-		grpc.UnaryInterceptor(rec.intercept))
+	e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"x-foo"}}}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 	tests := []struct {
 		name  string
 		http2 bool

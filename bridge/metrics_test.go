@@ -177,7 +177,8 @@ func TestMetricsAfterKnownCalls(t *testing.T) {
 func TestAccessLog(t *testing.T) {
 	var buf syncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
-	e, rec := recordedEnv(t, bridge.Options{AccessLog: log, Auth: newAuth(t)})
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{AccessLog: log, Auth: newAuth(t)}, recording(rec))
 	h := bearer("reader-token-0123456789")
 	h.Set("X-Request-Id", "req-42")
 	h.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -103,17 +102,6 @@ func sendTruncated(t *testing.T, u, requestID string) (*http.Response, []byte) {
 // refused request with.
 func invalidReply(message string) string {
 	return `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"` + message + `"}}`
-}
-
-// newUndiscoveredEnv is newEnv before the backend's services are
-// discovered.
-func newUndiscoveredEnv(t testing.TB, opts bridge.Options) *env {
-	t.Helper()
-	ts, conn := startBackend(t)
-	srv := bridge.New(conn, opts)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, backend: ts, bridge: srv, conn: conn}
 }
 
 // upgradeHeaders are the headers of a WebSocket upgrade request, with
@@ -336,11 +324,11 @@ func TestRefusals(t *testing.T) {
 				if v.logging {
 					opts.AccessLog = slog.New(slog.NewJSONHandler(&buf, nil))
 				}
-				newEnv := newEnv
+				var shape []envOption
 				if tt.undiscovered {
-					newEnv = newUndiscoveredEnv
+					shape = []envOption{onBufconn(), undiscovered(), servedBy(netHTTP)}
 				}
-				e := newEnv(t, opts)
+				e := newEnv(t, opts, shape...)
 				rid := "refusal-" + strings.ReplaceAll(tt.name, "/", "-")
 
 				resp, body := tt.send(t, e.url, rid)
