@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -445,31 +444,6 @@ func TestClientCertificates(t *testing.T) {
 			t.Fatalf("got HTTP %d, want the TLS handshake to fail", resp.StatusCode)
 		}
 	})
-}
-
-func TestNewAuthRefuses(t *testing.T) {
-	good := hashToken("t")
-	tests := []struct {
-		name string
-		ids  []bridge.Identity
-	}{
-		{"no name", []bridge.Identity{{Tokens: []string{good}}}},
-		{"duplicate name", []bridge.Identity{{Name: "a"}, {Name: "a"}}},
-		{"plain token", []bridge.Identity{{Name: "a", Tokens: []string{"secret"}}}},
-		{"short digest", []bridge.Identity{{Name: "a", Tokens: []string{"sha256:abcd"}}}},
-		{"not hex", []bridge.Identity{{Name: "a", Tokens: []string{"sha256:" + strings.Repeat("z", 64)}}}},
-		{"shared token", []bridge.Identity{{Name: "a", Tokens: []string{good}}, {Name: "b", Tokens: []string{good}}}},
-		{"bad certificate kind", []bridge.Identity{{Name: "a", ClientCerts: []string{"subject:x"}}}},
-		{"shared certificate", []bridge.Identity{{Name: "a", ClientCerts: []string{"cn:x"}}, {Name: "b", ClientCerts: []string{"cn:x"}}}},
-		{"empty pattern", []bridge.Identity{{Name: "a", Allow: []string{""}}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if _, err := bridge.NewAuth(tt.ids); !errors.Is(err, bridge.ErrAuthConfig) {
-				t.Errorf("got %v, want ErrAuthConfig", err)
-			}
-		})
-	}
 }
 
 // ca is a throwaway certificate authority for mTLS tests.
