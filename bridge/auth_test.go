@@ -118,7 +118,7 @@ func postAs(t testing.TB, url string, header http.Header, body string) (*http.Re
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +149,7 @@ func errStatus(t testing.TB, r map[string]any) (int64, string) {
 // two-service backend, singly and in one batch, and checks that exactly
 // the allowed calls reach the backend, carrying the caller's identity.
 func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
 	rec := new(recorder)
 	e := newEnv(t, bridge.Options{Auth: newAuth(t)}, recording(rec))
 	for _, c := range callers {
@@ -215,6 +216,7 @@ func checkAllowed(t *testing.T, c caller, method string, reply map[string]any) {
 // A name that matches no method is refused like a real one, unless the
 // caller's patterns allow it: a refusal tells nothing of what exists.
 func TestAuthorizationUnknownMethod(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	for _, tt := range []struct {
 		name, token, method string
@@ -238,6 +240,7 @@ func TestAuthorizationUnknownMethod(t *testing.T) {
 }
 
 func TestUnauthenticated(t *testing.T) {
+	t.Parallel()
 	rec := new(recorder)
 	e := newEnv(t, bridge.Options{Auth: newAuth(t)}, recording(rec))
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`
@@ -289,7 +292,7 @@ func TestUnauthenticated(t *testing.T) {
 	}
 	for _, path := range []string{"/openrpc.json", "/ws"} {
 		req, _ := http.NewRequest(http.MethodGet, e.url+path, nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,6 +337,7 @@ func documentMethods(t *testing.T, doc any) []string {
 
 // rpc.discover and GET /openrpc.json list only what the caller may call.
 func TestDiscoveryPerIdentity(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	all := map[string]bool{}
 	for _, c := range callers {
@@ -346,7 +350,7 @@ func TestDiscoveryPerIdentity(t *testing.T) {
 
 		req, _ := http.NewRequest(http.MethodGet, e.url+"/openrpc.json", nil)
 		req.Header = bearer(c.token)
-		r, err := http.DefaultClient.Do(req)
+		r, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,6 +385,7 @@ func TestDiscoveryPerIdentity(t *testing.T) {
 // Client certificates, verified by the TLS layer, map to identities by
 // subject common name or alternative name.
 func TestClientCertificates(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t, "test CA")
 	other := newCA(t, "other CA")
 	auth := newAuth(t,
@@ -508,6 +513,7 @@ func (c *ca) leaf(t *testing.T, cn, uri string) *tls.Certificate {
 // Authorization header would. A wrong or doubled token is 401, and a
 // header, when sent, decides alone.
 func TestWebSocketTokenSubprotocol(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	proto := func(token string) string {
 		return auth.WSTokenProtocol + base64.RawURLEncoding.EncodeToString([]byte(token))

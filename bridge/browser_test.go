@@ -87,6 +87,7 @@ func jsonPost(url, token, body string) string {
 // nothing; and with authentication off, a cross-site form or no-cors
 // POST (text/plain, no preflight) from that page runs nothing either.
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	app, evil := pageServer(t, "app"), pageServer(t, "evil")
 	opts := bridge.Options{CORSOrigins: []string{app}, AllowedHosts: loopbackHosts}

@@ -19,6 +19,7 @@ import (
 // backend, with go-ethereum's rpc client, which sends params by position
 // only: single calls, a batch, errors and a notification.
 func TestGoEthereumClient(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

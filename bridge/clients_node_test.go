@@ -43,6 +43,7 @@ func nodeWith(t *testing.T, pkg string) string {
 // bridge/testdata/clients): where either is missing the test is skipped,
 // and fails when CI is set.
 func TestNodeClients(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "@open-rpc/schema-utils-js")
 	demo := newEnv(t, bridge.Options{}, demoOnly...)
 	all := newEnv(t, bridge.Options{})

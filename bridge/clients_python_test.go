@@ -16,6 +16,7 @@ import (
 // python3-jsonrpclib-pelix and python3-requests: without them it is
 // skipped, and fails when CI is set.
 func TestPythonClients(t *testing.T) {
+	t.Parallel()
 	runPython(t, "python_clients.py", "jsonrpclib, requests", "python3-jsonrpclib-pelix python3-requests")
 }
 

@@ -59,6 +59,7 @@ func sleepBody(d string) string {
 }
 
 func TestRequestedTimeouts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		opts     bridge.Options
@@ -105,6 +106,7 @@ func TestRequestedTimeouts(t *testing.T) {
 }
 
 func TestBadTimeoutHeader(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	for _, h := range []http.Header{
 		{"Grpc-Timeout": {"5x"}},
@@ -123,6 +125,7 @@ func TestBadTimeoutHeader(t *testing.T) {
 }
 
 func TestParseGRPCTimeout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want time.Duration
@@ -145,6 +148,7 @@ func TestParseGRPCTimeout(t *testing.T) {
 // TestClientDisconnectCancelsBackendCall: a client that goes away cancels
 // its call, and the backend sees it.
 func TestClientDisconnectCancelsBackendCall(t *testing.T) {
+	t.Parallel()
 	rec := newDeadlineRecorder()
 	e := newEnv(t, bridge.Options{CallTimeout: time.Minute}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -155,7 +159,7 @@ func TestClientDisconnectCancelsBackendCall(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -177,6 +181,7 @@ func TestClientDisconnectCancelsBackendCall(t *testing.T) {
 // starts when one of the first two ends; it has the whole timeout too, on
 // the direct path (whose calls start in Groups) as on grpc-go's.
 func TestBatchDeadlineRule(t *testing.T) {
+	t.Parallel()
 	opts := bridge.Options{BatchParallelism: 2, CallTimeout: 2 * time.Second}
 	for _, tt := range []struct {
 		name string
@@ -187,7 +192,7 @@ func TestBatchDeadlineRule(t *testing.T) {
 			sleep := `{"duration":"1.2s"}`
 			body := "[" + req("test.v1.TestService.Sleep", sleep, "1") + "," +
 				req("test.v1.TestService.Sleep", sleep, "2") + "," + req("test.v1.TestService.Sleep", sleep, "3") + "]"
-			code, b := postJSON(t, http.DefaultClient, e.url, body, nil)
+			code, b := postJSON(t, testClient, e.url, body, nil)
 			if code != http.StatusOK {
 				t.Fatalf("HTTP %d %s", code, b)
 			}

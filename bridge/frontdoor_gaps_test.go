@@ -226,6 +226,7 @@ func unreadConn(t *testing.T, addr, req string) net.Conn {
 // or not, is written under reply_timeout, so clients that never read it
 // free their slots when it expires.
 func TestUnreadGzipRepliesFreeSlots(t *testing.T) {
+	t.Parallel()
 	const maxInFlight = 2
 	const replyTimeout = time.Second
 	big := `{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"fString":"` + incompressible(2<<20) + `"},"id":1}`
@@ -270,6 +271,7 @@ func TestUnreadGzipRepliesFreeSlots(t *testing.T) {
 // written under reply_timeout: when it expires the connection is closed,
 // and the client, reading at last, gets less than the whole document.
 func TestUnreadDocumentHasDeadline(t *testing.T) {
+	t.Parallel()
 	const replyTimeout = time.Second
 	e := newEnv(t, bridge.Options{ReplyTimeout: replyTimeout})
 	_, doc := e.do(t, http.MethodGet, "/openrpc.json", "", "")
@@ -322,6 +324,7 @@ func (l tinyBuffers) Accept() (net.Conn, error) {
 // others get 429 at once), body_timeout ends those, and other clients are
 // answered meanwhile.
 func TestMCPSlowBodies(t *testing.T) {
+	t.Parallel()
 	const reads, attackers = 2, 6
 	const bodyTimeout = 2 * time.Second
 	e := newEnv(t, bridge.Options{MaxBodyReadsPerClient: reads, BodyTimeout: bodyTimeout, Metrics: newMetrics(t)})

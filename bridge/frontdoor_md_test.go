@@ -59,6 +59,7 @@ const validTraceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0
 // on either path, and the call runs; a valid one is forwarded, its
 // header lines joined into one list.
 func TestTracestateValidated(t *testing.T) {
+	t.Parallel()
 	forBothPaths(t, func(t *testing.T, direct bool) {
 		var rec mdRecorder
 		e := newEnv(t, bridge.Options{}, directIf(direct), withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
@@ -108,6 +109,7 @@ func equalStrings(a, b []string) bool {
 // header nor a Grpc-Metadata-* one that Connection names reaches the
 // backend.
 func TestConnectionNamedHeaderNotForwarded(t *testing.T) {
+	t.Parallel()
 	forBothPaths(t, func(t *testing.T, direct bool) {
 		var rec mdRecorder
 		e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Tenant"}}}, directIf(direct), withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
@@ -138,6 +140,7 @@ func TestConnectionNamedHeaderNotForwarded(t *testing.T) {
 // net/http's 1 MiB of headers, once took over 2 s of CPU to answer, 20 s
 // under the race detector); the headers it names are still dropped.
 func TestConnectionOptionsCheap(t *testing.T) {
+	t.Parallel()
 	var rec mdRecorder
 	e := newEnv(t, bridge.Options{}, withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
 	for _, tc := range []struct {
@@ -179,6 +182,7 @@ func TestConnectionOptionsCheap(t *testing.T) {
 // x-forwarded-for, after whatever chain the client forwarded, as proxies
 // do; with none, the peer's address alone.
 func TestXForwardedFor(t *testing.T) {
+	t.Parallel()
 	forBothPaths(t, func(t *testing.T, direct bool) {
 		var rec mdRecorder
 		e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Forwarded-For"}}}, directIf(direct), withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
@@ -209,6 +213,7 @@ func TestXForwardedFor(t *testing.T) {
 // status keeps its message whatever it says, even words that begin the
 // client's messages ("transport", "grpc: ").
 func TestLocalStatusTextNeverReachesClients(t *testing.T) {
+	t.Parallel()
 	t.Run("not gRPC", func(t *testing.T) {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

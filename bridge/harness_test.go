@@ -174,14 +174,13 @@ func newEnv(t testing.TB, opts bridge.Options, with ...envOption) *env {
 		conn = dialLoopback(t, be.Addr(), c.dial...)
 	}
 	var cc grpc.ClientConnInterface = conn
-	switch c.path {
-	case direct:
-		cc = dialBackend(t, be.Addr(), true)
-	case dialedGRPCGo:
-		cc = dialBackend(t, be.Addr(), false)
-	}
-	if c.through != nil {
+	switch {
+	case c.through != nil:
 		cc = c.through
+	case c.path == direct:
+		cc = dialBackend(t, be.Addr(), true)
+	case c.path == dialedGRPCGo:
+		cc = dialBackend(t, be.Addr(), false)
 	}
 	srv := bridge.New(cc, opts)
 	if !c.skip {
@@ -194,23 +193,20 @@ func newEnv(t testing.TB, opts bridge.Options, with ...envOption) *env {
 		}
 		srv.Update(reg)
 	}
-	e := &env{bridge: srv, conn: conn, be: be}
+	e := &env{bridge: srv, conn: conn, be: be, backend: be.Test()}
 	if c.client {
 		e.client = newHTTPClient(t)
 	}
-	if c.services == nil && c.on == nil {
-		e.backend = be.Test()
-	}
-	switch {
-	case c.tls != nil:
-		e.hs = httptest.NewUnstartedServer(srv)
-		e.hs.TLS = c.tls
-		e.hs.StartTLS()
-	case c.front == netHTTP:
-		e.hs = httptest.NewServer(srv)
-	default:
+	if c.front == h1Front {
 		e.url = serveBridge(t, srv, c.configure)
 		return e
+	}
+	e.hs = httptest.NewUnstartedServer(srv)
+	if c.tls != nil {
+		e.hs.TLS = c.tls
+		e.hs.StartTLS()
+	} else {
+		e.hs.Start()
 	}
 	t.Cleanup(e.hs.Close)
 	e.url = e.hs.URL

@@ -72,6 +72,7 @@ func check429(t *testing.T, resp *http.Response, body []byte) {
 }
 
 func TestMaxInFlight(t *testing.T) {
+	t.Parallel()
 	g := newGate()
 	e := newEnv(t, bridge.Options{MaxInFlight: 2}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
 	var wg sync.WaitGroup
@@ -202,6 +203,7 @@ func drain(resp *http.Response) {
 }
 
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	rec := new(recorder)
 	e := newEnv(t, bridge.Options{Auth: newAuth(t), RateLimit: 0.001, RateBurst: 3}, recording(rec))
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`
@@ -234,6 +236,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestMaxResponseBytes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{MaxResponseBytes: 400, BatchParallelism: 1})
 	echo := func(id, n int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"f_string":%q},"id":%d}`, strings.Repeat("x", n), id)
@@ -271,6 +274,7 @@ func TestMaxResponseBytes(t *testing.T) {
 
 // The limits that existed before this file, answered as documented.
 func TestBodyAndBatchLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{MaxBodyBytes: 256, MaxBatchSize: 2})
 	code, body := e.post(t, `{"jsonrpc":"2.0","method":"x","params":{"a":"`+strings.Repeat("a", 300)+`"},"id":1}`)
 	if code != http.StatusRequestEntityTooLarge {
@@ -284,6 +288,7 @@ func TestBodyAndBatchLimits(t *testing.T) {
 }
 
 func TestDrain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	if code, _ := e.do(t, http.MethodGet, "/readyz", "", ""); code != http.StatusOK {
 		t.Fatalf("readyz before Drain: got %d, want 200", code)

@@ -20,6 +20,7 @@ import (
 // needs node and the npm packages (npm ci --prefix bridge/testdata/clients):
 // where either is missing it is skipped, and fails when CI is set.
 func TestNodeMCPClients(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "@modelcontextprotocol/sdk")
 	// Three bridges in front of one backend: open, with authentication, and
 	// one serving helloworld only until /rediscover.

@@ -136,6 +136,7 @@ func resultText(r *sdk.CallToolResult) string {
 }
 
 func TestMCPGoClientTools(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	c := mustConnectMCP(t, e.url, "")
 	if got := c.InitializeResult(); got == nil || got.Capabilities.Tools == nil || !got.Capabilities.Tools.ListChanged {
@@ -207,6 +208,7 @@ func TestMCPGoClientTools(t *testing.T) {
 }
 
 func TestMCPGoClientCalls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	for _, v := range mcpVersions {
 		t.Run(v, func(t *testing.T) { testMCPCalls(t, e, mustConnectMCP(t, e.url, "", v)) })
@@ -314,6 +316,7 @@ func testMCPCalls(t *testing.T, e *env, c *mcpClient) {
 // messages arrive: the stream holds after its messages until the call is
 // cancelled, and its progress notifications arrive before that.
 func TestMCPProgressArrivesDuringTheStream(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	c := mustConnectMCP(t, e.url, "")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -337,6 +340,7 @@ func TestMCPProgressArrivesDuringTheStream(t *testing.T) {
 }
 
 func TestMCPAuth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	for _, v := range mcpVersions {
 		t.Run(v, func(t *testing.T) { testMCPAuth(t, e, v) })
@@ -398,6 +402,7 @@ func testMCPAuth(t *testing.T, e *env, v string) {
 }
 
 func TestMCPRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{RateLimit: 0.001, RateBurst: 1})
 	c := mustConnectMCP(t, e.url, "")
 	if r, err := callTool(t, c, toolCount, `{"key":"rl"}`); err != nil || r.IsError {
@@ -410,6 +415,7 @@ func TestMCPRateLimit(t *testing.T) {
 }
 
 func TestMCPDeadlineAndMetadata(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	hc := &http.Client{Transport: headers{"Grpc-Timeout": "100m"}.wrap(http.DefaultTransport.(*http.Transport).Clone())}
 	client := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil)
@@ -445,6 +451,7 @@ type roundTripper func(*http.Request) (*http.Response, error)
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestMCPListChanged(t *testing.T) {
+	t.Parallel()
 	for _, v := range mcpVersions {
 		t.Run(v, func(t *testing.T) { testMCPListChanged(t, v) })
 	}
@@ -481,6 +488,7 @@ func testMCPListChanged(t *testing.T, v string) {
 }
 
 func TestMCPOff(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{DisableMCP: true})
 	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 		code, _ := e.do(t, method, "/mcp", "application/json", `{}`)
@@ -561,6 +569,7 @@ func marshal(t testing.TB, v any) string {
 // TestMCPGoClientStdio runs the mcp command of the built binary under the
 // Go SDK's CommandTransport: the same tools over stdio, logs on stderr.
 func TestMCPGoClientStdio(t *testing.T) {
+	t.Parallel()
 	_, _, addr := startBackendTCP(t)
 	bin := buildBridge(t)
 	var stderr strings.Builder
@@ -643,6 +652,7 @@ func (l *lockedWriter) String() string {
 // (allowed_hosts, cors_origins), against DNS rebinding and pages of other
 // origins.
 func TestMCPHostAndOrigin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{AllowedHosts: []string{"localhost"}})
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	for _, tt := range []struct {
@@ -680,6 +690,7 @@ func TestMCPHostAndOrigin(t *testing.T) {
 // TestMCPClientCertificate: an identity by client certificate (mTLS) is
 // the caller of its tool calls, as of its POST / calls.
 func TestMCPClientCertificate(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t, "test CA")
 	auth := newAuth(t, bridge.Identity{Name: "cert-svc", ClientCerts: []string{"cn:svc.example"}, Allow: []string{"test.v1.TestService.Peek"}})
 	hs := newEnv(t, bridge.Options{Auth: auth}, onBufconn(), onTLS(&tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool})).hs
@@ -709,6 +720,7 @@ func TestMCPClientCertificate(t *testing.T) {
 // id and identity to the backend, and is logged and counted as a POST /
 // call is.
 func TestMCPSamePath(t *testing.T) {
+	t.Parallel()
 	var log syncBuf
 	m := newMetrics(t)
 	rec := new(recorder)
@@ -789,6 +801,7 @@ func r0(t *testing.T, c *mcpClient, tool string) *sdk.CallToolResult {
 // TestMCPStdioListChanged: a session over stdio (ServeStdio, as the mcp
 // command serves it) is told of a re-discovery too.
 func TestMCPStdioListChanged(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{}, only("helloworld.*"))
 	srv, reg := e.bridge, discoverOrFail(t, e.conn)
 	inR, inW := io.Pipe()
@@ -827,6 +840,7 @@ func TestMCPStdioListChanged(t *testing.T) {
 // TestMCPMaxSessions: past MaxMCPSessions a new session gets HTTP 429,
 // and a closed one makes room.
 func TestMCPMaxSessions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{MaxMCPSessions: 2})
 	a := mustConnectMCP(t, e.url, "")
 	mustConnectMCP(t, e.url, "")
@@ -852,6 +866,7 @@ func TestMCPMaxSessions(t *testing.T) {
 // (encoding/json's errors, Go type names such as jsonrpc2.wireDecode or
 // map[string]interface {}) nor the body quoted back.
 func TestMCPMalformedBodies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	for _, tc := range []struct {
 		name, body string
@@ -871,7 +886,7 @@ func TestMCPMalformedBodies(t *testing.T) {
 			}
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -908,6 +923,7 @@ func TestMCPMalformedBodies(t *testing.T) {
 // or notification with the id in the wrong place. Each reply is one
 // JSON-RPC error with the request's id, where it has one.
 func TestMCPSDKRepliesInJSONRPC(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	post := func(t *testing.T, session, body string) (*http.Response, string) {
 		t.Helper()
@@ -921,7 +937,7 @@ func TestMCPSDKRepliesInJSONRPC(t *testing.T) {
 		if session != "" {
 			req.Header.Set("Mcp-Session-Id", session)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

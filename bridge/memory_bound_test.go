@@ -266,7 +266,7 @@ func legitClients(t *testing.T, e *env) (stop func()) {
 // postBig posts body and reads the reply into buf, made beforehand.
 func postBig(t *testing.T, url, body string, buf *bytes.Buffer) (int, []byte) {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	resp, err := testClient.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

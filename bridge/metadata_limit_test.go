@@ -21,6 +21,7 @@ import (
 )
 
 func TestMetadataSize(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		md   metadata.MD
 		want int64
@@ -74,6 +75,7 @@ func newCountingEnv(t *testing.T, direct bool, opts bridge.Options) countingEnv 
 // paths, for single calls, batches and streams over POST, and for the
 // WebSocket upgrade. Headers the bridge does not forward do not count.
 func TestMaxMetadataBytes(t *testing.T) {
+	t.Parallel()
 	const limit = 1024
 	const rid = "rid-1" // x-request-id: 12 + 5 + 32 = 49 bytes
 	hello := `{"jsonrpc":"2.0","id":1,"method":"helloworld.Greeter.SayHello","params":{"name":"a"}}`

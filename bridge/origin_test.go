@@ -37,7 +37,7 @@ func hostReq(t *testing.T, e *env, method, path, host string, h http.Header, bod
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +90,7 @@ const countCall = `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Count",
 // callers without Origin (scripts), same-origin pages and listed origins
 // are answered.
 func TestCSRF(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	var log syncBuffer
 	rec := new(recorder)
@@ -156,6 +157,7 @@ func TestCSRF(t *testing.T) {
 // token; a browser's client certificate would be the same): 403, nothing
 // runs, and the refusal names no identity.
 func TestCSRFWithCredentials(t *testing.T) {
+	t.Parallel()
 	var log syncBuffer
 	rec := new(recorder)
 	e := newEnv(t, bridge.Options{Auth: newAuth(t), AccessLog: slog.New(slog.NewJSONHandler(&log, nil))}, recording(rec))
@@ -191,6 +193,7 @@ func jsonQuote(t *testing.T, s string) string {
 // every endpoint that serves data, before anything runs; probes and
 // metrics answer any Host.
 func TestDNSRebinding(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	rec := new(recorder)
 	e := newEnv(t, bridge.Options{Metrics: m, AllowedHosts: loopbackHosts}, recording(rec))
@@ -256,6 +259,7 @@ func TestDNSRebinding(t *testing.T) {
 // browser needs; any other origin gets 403 without CORS headers, and so
 // does every origin when none is listed.
 func TestCORSPreflight(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	rec := new(recorder)
 	e := newEnv(t, bridge.Options{Metrics: m, Auth: newAuth(t),
@@ -374,6 +378,7 @@ func equalHeaders(a, b http.Header) bool {
 // cors_origins or its alias ws_origin_patterns) and same-origin pages
 // connect.
 func TestWebSocketOriginAndHost(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	e := newEnv(t, bridge.Options{Metrics: m, AllowedHosts: loopbackHosts,
 		CORSOrigins: []string{"https://app.example"}, WSOriginPatterns: []string{"*.legacy.example"}})
@@ -428,6 +433,7 @@ func varyOrigin(resp *http.Response) bool {
 // the answer's header once grew by a copy per name, 2 s of CPU, gigabytes
 // allocated).
 func TestPreflightManyHeaders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{CORSOrigins: []string{"https://app.example"}})
 	const n = 15000
 	names := make([]string, 0, 2*n)
@@ -463,6 +469,7 @@ func TestPreflightManyHeaders(t *testing.T) {
 // request without Host stays 400, as net/http answers it, and an
 // HTTP/1.0 request with an unlisted Host stays 403.
 func TestHTTP10WithoutHost(t *testing.T) {
+	t.Parallel()
 	rec := new(recorder)
 	e := newEnv(t, bridge.Options{AllowedHosts: loopbackHosts}, recording(rec))
 	addr := strings.TrimPrefix(e.url, "http://")

@@ -52,7 +52,7 @@ func sendPath(t *testing.T, method, u, path string, h http.Header, body io.Reade
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +125,7 @@ func upgradeHeaders(rid string, h http.Header) http.Header {
 // counted under its reason and logged, with metrics and the access log on
 // or off.
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	oversized := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","params":{"name":"` +
 		strings.Repeat("x", 2*refusalMaxBody) + `"},"id":1}`
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`
@@ -404,6 +405,7 @@ func TestRefusals(t *testing.T) {
 // with the caller's identity, and that a long detail taken from the
 // client is cut.
 func TestRefusalIdentity(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	var buf syncBuffer
 	e := newEnv(t, bridge.Options{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&buf, nil)), Auth: newAuth(t)})
@@ -435,6 +437,7 @@ func TestRefusalIdentity(t *testing.T) {
 // requests that are not refused, are neither counted nor logged as
 // refusals, and are answered as before.
 func TestRefusalsNotCounted(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	var buf syncBuffer
 	e := newEnv(t, bridge.Options{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&buf, nil))})

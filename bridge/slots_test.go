@@ -89,6 +89,7 @@ func slowBody(t *testing.T, u string, local net.IP, header string, i int, answer
 // the attacker are read at once (the others get 429 at once), and
 // body_timeout ends those with 408.
 func TestSlowBodiesTakeNoSlot(t *testing.T) {
+	t.Parallel()
 	const maxInFlight, reads, attackers = 4, 8, 40
 	const bodyTimeout = 2 * time.Second
 	for _, tt := range []struct {
@@ -187,6 +188,7 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 // expiry frees the slot while the clients are still connected, and the
 // legitimate caller is answered again.
 func TestUnreadRepliesFreeSlots(t *testing.T) {
+	t.Parallel()
 	const maxInFlight = 4
 	const replyTimeout = time.Second
 	e := newEnv(t, bridge.Options{MaxInFlight: maxInFlight, ReplyTimeout: replyTimeout,

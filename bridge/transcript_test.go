@@ -68,6 +68,7 @@ func readTranscript(t *testing.T, path string) []step {
 }
 
 func TestTranscripts(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/transcripts/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no transcripts: %v", err)
