@@ -59,7 +59,7 @@ func sleepBody(d string) string {
 }
 
 func TestRequestedTimeouts(t *testing.T) {
-	t.Parallel()
+	// Not parallel: a 100 ms budget must reach the backend before it ends.
 	tests := []struct {
 		name     string
 		opts     bridge.Options
@@ -181,13 +181,15 @@ func TestClientDisconnectCancelsBackendCall(t *testing.T) {
 // starts when one of the first two ends; it has the whole timeout too, on
 // the direct path (whose calls start in Groups) as on grpc-go's.
 func TestBatchDeadlineRule(t *testing.T) {
-	t.Parallel()
+	// Not parallel with other tests (each call has 0.8 s to spare), only
+	// its two paths with each other.
 	opts := bridge.Options{BatchParallelism: 2, CallTimeout: 2 * time.Second}
 	for _, tt := range []struct {
 		name string
 		path envOption
 	}{{"direct", via(direct)}, {"grpc-go", onBufconn()}} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, opts, tt.path)
 			sleep := `{"duration":"1.2s"}`
 			body := "[" + req("test.v1.TestService.Sleep", sleep, "1") + "," +
