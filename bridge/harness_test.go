@@ -55,7 +55,6 @@ type envConfig struct {
 	on        *testserver.Backend // serve in front of this backend, started by another env
 	front     front
 	tls       *tls.Config
-	configure func(*http.Server)
 	client    bool
 }
 
@@ -146,9 +145,6 @@ func onTLS(cfg *tls.Config) envOption {
 // the stress tests.
 func ownClient() envOption { return func(c *envConfig) { c.client = true } }
 
-// configured configures the http.Server of the h1 front.
-func configured(f func(*http.Server)) envOption { return func(c *envConfig) { c.configure = f } }
-
 // newEnv starts a backend, a bridge with opts in front of it, and an HTTP
 // front for the bridge, shaped by with; everything stops when the test
 // ends. It is the one place the package's tests start a bridge.
@@ -198,7 +194,7 @@ func newEnv(t testing.TB, opts bridge.Options, with ...envOption) *env {
 		e.client = newHTTPClient(t)
 	}
 	if c.front == h1Front {
-		e.url = serveBridge(t, srv, c.configure)
+		e.url = serveBridge(t, srv, nil)
 		return e
 	}
 	e.hs = httptest.NewUnstartedServer(srv)
@@ -211,22 +207,6 @@ func newEnv(t testing.TB, opts bridge.Options, with ...envOption) *env {
 	t.Cleanup(e.hs.Close)
 	e.url = e.hs.URL
 	return e
-}
-
-// startBackend serves every test and demo service with reflection on a
-// bufconn listener and returns a client connection to it.
-func startBackend(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grpc.ClientConn) {
-	t.Helper()
-	b := testserver.Start(t, testserver.Options{Server: opts, Dial: backend.DialOptions()})
-	return b.Test(), b.Conn()
-}
-
-// startBackendTCP is startBackend on a loopback TCP listener, and returns
-// the backend's address too.
-func startBackendTCP(t testing.TB, opts ...grpc.ServerOption) (*testv1.Server, *grpc.ClientConn, string) {
-	t.Helper()
-	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: opts, Dial: backend.DialOptions()})
-	return b.Test(), b.Conn(), b.Addr()
 }
 
 // directConn dials addr as the bridge does (backend.Dial, direct_calls:

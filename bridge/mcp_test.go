@@ -20,6 +20,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 // The tools of the test services the MCP tests use.
@@ -570,7 +571,7 @@ func marshal(t testing.TB, v any) string {
 // Go SDK's CommandTransport: the same tools over stdio, logs on stderr.
 func TestMCPGoClientStdio(t *testing.T) {
 	t.Parallel()
-	_, _, addr := startBackendTCP(t)
+	addr := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true}).Addr()
 	bin := buildBridge(t)
 	var stderr strings.Builder
 	cmd := exec.Command(bin, "mcp", "--backend", addr, "--log-level", "debug")
