@@ -471,11 +471,7 @@ func testMCPListChanged(t *testing.T, v string) {
 	}
 	// The same services again: nothing changed, nothing is sent.
 	srv.Update(only)
-	select {
-	case <-c.changed:
-		t.Fatal("list_changed after a discovery that changed nothing")
-	case <-time.After(300 * time.Millisecond):
-	}
+	await.Holds(t, 300*time.Millisecond, "no list_changed after a discovery that changed nothing", func() bool { return len(c.changed) == 0 })
 	srv.Update(reg) // a re-discovery that finds more
 	await.Receive(t, 10*time.Second, "notifications/tools/list_changed after re-discovery", c.changed)
 	if got := toolNames(t, c); !slices.Contains(got, toolCount) || !slices.Contains(got, toolHello) {
