@@ -282,14 +282,17 @@ func TestUnreadDocumentHasDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: e.bridge}
+	served := make(chan struct{})
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(served)
+		e.bridge.ServeHTTP(w, r)
+	})}
 	go hs.Serve(tinyBuffers{lis})
 	t.Cleanup(func() { hs.Close() })
 	addr := lis.Addr().String()
 	c := unreadConn(t, addr, "GET /openrpc.json HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
-	// Reading is what would show the bridge gave up, and reading frees
-	// its write: the client reads nothing until the timeout has passed.
-	time.Sleep(replyTimeout + time.Second)
+	// The client reads nothing until the bridge has given the reply up.
+	await.Receive(t, replyTimeout+10*time.Second, "the bridge to give up the document's write at reply_timeout", served)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {

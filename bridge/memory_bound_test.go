@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
@@ -72,6 +73,7 @@ type bigBackend struct {
 	mu     sync.Mutex
 	fields map[[2]int][]byte // by field number and size
 	sent   atomic.Int64      // stream messages sent
+	ended  atomic.Int64      // ServerStream calls returned
 }
 
 // field is the encoding of string field num holding n bytes.
@@ -102,6 +104,7 @@ func (b *bigBackend) echo(_ any, _ context.Context, dec func(any) error, _ grpc.
 }
 
 func (b *bigBackend) serverStream(_ any, ss grpc.ServerStream) error {
+	defer b.ended.Add(1)
 	var in rawMsg
 	if err := ss.RecvMsg(&in); err != nil {
 		return err
@@ -522,9 +525,11 @@ func TestStreamWSBufferBytes(t *testing.T) {
 			if b, err := w.recvRaw(); err != nil || !bytes.Contains(b, []byte(`"result":{"stream":"s1"}`)) {
 				t.Fatalf("got %.300s, %v, want the batch's reply", b, err)
 			}
-			// Past slow_client_timeout, reading nothing: reading is what
-			// would show the bridge's ending, so there is nothing to await.
-			time.Sleep(1500 * time.Millisecond)
+			// Reading nothing until slow_client_timeout has passed and the
+			// bridge has ended every stream, cancelling its backend call.
+			await.Until(t, 20*time.Second, "the bridge to end the streams of a client that reads nothing", func() bool {
+				return backend.ended.Load() == int64(tt.streams)
+			})
 			sent := backend.sent.Load()
 			t.Logf("%d streams of %d x %d MiB not read: the backend sent %d messages", tt.streams, count, size>>20, sent)
 			// What the sockets hold, the window per stream and one message
