@@ -327,7 +327,8 @@ func (l tinyBuffers) Accept() (net.Conn, error) {
 // others get 429 at once), body_timeout ends those, and other clients are
 // answered meanwhile.
 func TestMCPSlowBodies(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its checks race body_timeout (2 s), as
+	// TestSlowBodiesTakeNoSlot's.
 	const reads, attackers = 2, 6
 	const bodyTimeout = 2 * time.Second
 	e := newEnv(t, bridge.Options{MaxBodyReadsPerClient: reads, BodyTimeout: bodyTimeout, Metrics: newMetrics(t)})
