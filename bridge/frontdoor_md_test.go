@@ -140,7 +140,7 @@ func TestConnectionNamedHeaderNotForwarded(t *testing.T) {
 // net/http's 1 MiB of headers, once took over 2 s of CPU to answer, 20 s
 // under the race detector); the headers it names are still dropped.
 func TestConnectionOptionsCheap(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it bounds the time of one request (a second).
 	var rec mdRecorder
 	e := newEnv(t, bridge.Options{}, withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
 	for _, tc := range []struct {
