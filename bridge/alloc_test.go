@@ -3,6 +3,8 @@ package bridge_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 )
 
 // TestHotPathAllocationBudget guards the allocations of the per-call path.
@@ -13,7 +15,7 @@ func TestHotPathAllocationBudget(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates too")
 	}
-	e := newEchoEnv(t, true)
+	e := newEnv(t, bridge.Options{}, echoOnly)
 	tests := []struct {
 		name   string
 		body   string

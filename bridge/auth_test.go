@@ -10,12 +10,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -29,7 +27,6 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 // recorder is a gRPC interceptor that counts the calls reaching the
@@ -63,11 +60,9 @@ func (rec *recorder) take() []seen {
 	return out
 }
 
-// recordedEnv is newEnv whose backend records every call.
-func recordedEnv(t *testing.T, opts bridge.Options) (*env, *recorder) {
-	t.Helper()
-	rec := &recorder{}
-	return newEnvWith(t, opts, grpc.ChainUnaryInterceptor(rec.intercept)), rec
+// recording makes the backend of newEnv record every call in rec.
+func recording(rec *recorder) envOption {
+	return withServer(grpc.ChainUnaryInterceptor(rec.intercept))
 }
 
 // unaryMethods are the unary methods of the two services of the matrix,
@@ -123,7 +118,7 @@ func postAs(t testing.TB, url string, header http.Header, body string) (*http.Re
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +149,9 @@ func errStatus(t testing.TB, r map[string]any) (int64, string) {
 // two-service backend, singly and in one batch, and checks that exactly
 // the allowed calls reach the backend, carrying the caller's identity.
 func TestAuthorizationMatrix(t *testing.T) {
-	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t)})
+	t.Parallel()
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Auth: newAuth(t)}, recording(rec))
 	for _, c := range callers {
 		t.Run(c.name, func(t *testing.T) {
 			rec.take()
@@ -219,7 +216,8 @@ func checkAllowed(t *testing.T, c caller, method string, reply map[string]any) {
 // A name that matches no method is refused like a real one, unless the
 // caller's patterns allow it: a refusal tells nothing of what exists.
 func TestAuthorizationUnknownMethod(t *testing.T) {
-	e, _ := recordedEnv(t, bridge.Options{Auth: newAuth(t)})
+	t.Parallel()
+	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	for _, tt := range []struct {
 		name, token, method string
 		want                int64
@@ -242,7 +240,9 @@ func TestAuthorizationUnknownMethod(t *testing.T) {
 }
 
 func TestUnauthenticated(t *testing.T) {
-	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t)})
+	t.Parallel()
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Auth: newAuth(t)}, recording(rec))
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`
 	// RFC 6750 section 3.1: no error code for a request without a
 	// credential of the scheme (none, or Basic); invalid_request and 400
@@ -292,7 +292,7 @@ func TestUnauthenticated(t *testing.T) {
 	}
 	for _, path := range []string{"/openrpc.json", "/ws"} {
 		req, _ := http.NewRequest(http.MethodGet, e.url+path, nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +337,8 @@ func documentMethods(t *testing.T, doc any) []string {
 
 // rpc.discover and GET /openrpc.json list only what the caller may call.
 func TestDiscoveryPerIdentity(t *testing.T) {
-	e, _ := recordedEnv(t, bridge.Options{Auth: newAuth(t)})
+	t.Parallel()
+	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	all := map[string]bool{}
 	for _, c := range callers {
 		resp, body := postAs(t, e.url, bearer(c.token), `{"jsonrpc":"2.0","method":"rpc.discover","id":1}`)
@@ -349,7 +350,7 @@ func TestDiscoveryPerIdentity(t *testing.T) {
 
 		req, _ := http.NewRequest(http.MethodGet, e.url+"/openrpc.json", nil)
 		req.Header = bearer(c.token)
-		r, err := http.DefaultClient.Do(req)
+		r, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,23 +385,14 @@ func TestDiscoveryPerIdentity(t *testing.T) {
 // Client certificates, verified by the TLS layer, map to identities by
 // subject common name or alternative name.
 func TestClientCertificates(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t, "test CA")
 	other := newCA(t, "other CA")
 	auth := newAuth(t,
 		bridge.Identity{Name: "cert-svc", ClientCerts: []string{"cn:svc.example"}, Allow: []string{"test.v1.TestService.*"}},
 		bridge.Identity{Name: "spiffe-svc", ClientCerts: []string{"uri:spiffe://example.org/greeter"}, Allow: []string{"helloworld.*"}},
 	)
-	_, conn := startBackend(t)
-	reg, err := bridgereflect.Discover(t.Context(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := bridge.New(conn, bridge.Options{Auth: auth})
-	srv.Update(reg)
-	hs := httptest.NewUnstartedServer(srv)
-	hs.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool}
-	hs.StartTLS()
-	t.Cleanup(hs.Close)
+	hs := newEnv(t, bridge.Options{Auth: auth}, onBufconn(), onTLS(&tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool})).hs
 
 	client := func(cert *tls.Certificate) *http.Client {
 		tr := hs.Client().Transport.(*http.Transport).Clone()
@@ -457,31 +449,6 @@ func TestClientCertificates(t *testing.T) {
 			t.Fatalf("got HTTP %d, want the TLS handshake to fail", resp.StatusCode)
 		}
 	})
-}
-
-func TestNewAuthRefuses(t *testing.T) {
-	good := hashToken("t")
-	tests := []struct {
-		name string
-		ids  []bridge.Identity
-	}{
-		{"no name", []bridge.Identity{{Tokens: []string{good}}}},
-		{"duplicate name", []bridge.Identity{{Name: "a"}, {Name: "a"}}},
-		{"plain token", []bridge.Identity{{Name: "a", Tokens: []string{"secret"}}}},
-		{"short digest", []bridge.Identity{{Name: "a", Tokens: []string{"sha256:abcd"}}}},
-		{"not hex", []bridge.Identity{{Name: "a", Tokens: []string{"sha256:" + strings.Repeat("z", 64)}}}},
-		{"shared token", []bridge.Identity{{Name: "a", Tokens: []string{good}}, {Name: "b", Tokens: []string{good}}}},
-		{"bad certificate kind", []bridge.Identity{{Name: "a", ClientCerts: []string{"subject:x"}}}},
-		{"shared certificate", []bridge.Identity{{Name: "a", ClientCerts: []string{"cn:x"}}, {Name: "b", ClientCerts: []string{"cn:x"}}}},
-		{"empty pattern", []bridge.Identity{{Name: "a", Allow: []string{""}}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if _, err := bridge.NewAuth(tt.ids); !errors.Is(err, bridge.ErrAuthConfig) {
-				t.Errorf("got %v, want ErrAuthConfig", err)
-			}
-		})
-	}
 }
 
 // ca is a throwaway certificate authority for mTLS tests.
@@ -546,6 +513,7 @@ func (c *ca) leaf(t *testing.T, cn, uri string) *tls.Certificate {
 // Authorization header would. A wrong or doubled token is 401, and a
 // header, when sent, decides alone.
 func TestWebSocketTokenSubprotocol(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	proto := func(token string) string {
 		return auth.WSTokenProtocol + base64.RawURLEncoding.EncodeToString([]byte(token))

@@ -9,33 +9,22 @@ import (
 	"testing"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 // benchParams is a request like the side-by-side benchmark's: a string, an
 // int64, a repeated string, a nested message and an enum.
 const benchParams = `{"message":"hello from bench","sequence":"1234567890123","tags":["alpha","beta","gamma","delta"],"metadata":{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","clientName":"bench-load","attempt":1},"priority":"PRIORITY_HIGH"}`
 
-// newEchoEnv is a bridge in front of a backend serving only
+// The benchmarks' bridge is in front of a backend serving only
 // bench.v1.EchoService on loopback TCP, dialed as the bridge dials it
 // (backend.Dial), calling it through the direct path (direct_calls: true,
-// the default) or through grpc-go, both balanced by the backend's picker.
-func newEchoEnv(b testing.TB, direct bool) *env {
-	be := testserver.Start(b, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, Dial: backend.DialOptions()})
-	conn := be.Conn()
-	reg, err := bridgereflect.Discover(b.Context(), conn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := bridge.New(dialBackend(b, be.Addr(), direct), bridge.Options{})
-	srv.Update(reg)
-	return &env{bridge: srv, conn: conn}
-}
+// the default) or through grpc-go (via(dialedGRPCGo)), both balanced by
+// the backend's picker.
+var echoOnly = withServices(testserver.Echo)
 
-func benchmarkBody(b *testing.B, body string, direct bool) {
-	e := newEchoEnv(b, direct)
+func benchmarkBody(b *testing.B, body string, path callPath) {
+	e := newEnv(b, bridge.Options{}, echoOnly, via(path))
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
@@ -55,10 +44,10 @@ const unaryBody = `{"jsonrpc":"2.0","id":1,"method":"bench.v1.EchoService.Echo",
 
 // BenchmarkUnary is one call through the HTTP handler to a backend in the
 // same process, over loopback, on the direct path.
-func BenchmarkUnary(b *testing.B) { benchmarkBody(b, unaryBody, true) }
+func BenchmarkUnary(b *testing.B) { benchmarkBody(b, unaryBody, direct) }
 
 // BenchmarkUnaryGRPCGo is BenchmarkUnary through grpc-go's client.
-func BenchmarkUnaryGRPCGo(b *testing.B) { benchmarkBody(b, unaryBody, false) }
+func BenchmarkUnaryGRPCGo(b *testing.B) { benchmarkBody(b, unaryBody, dialedGRPCGo) }
 
 func batchBody(n int) string {
 	var sb strings.Builder
@@ -74,15 +63,15 @@ func batchBody(n int) string {
 }
 
 // BenchmarkBatch100 is a batch of 100 calls through the HTTP handler.
-func BenchmarkBatch100(b *testing.B) { benchmarkBody(b, batchBody(100), true) }
+func BenchmarkBatch100(b *testing.B) { benchmarkBody(b, batchBody(100), direct) }
 
 // BenchmarkBatch100GRPCGo is BenchmarkBatch100 through grpc-go's client.
-func BenchmarkBatch100GRPCGo(b *testing.B) { benchmarkBody(b, batchBody(100), false) }
+func BenchmarkBatch100GRPCGo(b *testing.B) { benchmarkBody(b, batchBody(100), dialedGRPCGo) }
 
 // BenchmarkEnvelope is the parse and reply path alone: a call to an
 // unknown method never reaches the backend.
 func BenchmarkEnvelope(b *testing.B) {
-	e := newEchoEnv(b, true)
+	e := newEnv(b, bridge.Options{}, echoOnly)
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"no.Such.Method","params":` + benchParams + `}`)
 	b.ReportAllocs()
 	var dst []byte
@@ -94,15 +83,7 @@ func BenchmarkEnvelope(b *testing.B) {
 // BenchmarkUnaryLoopback is one call over real loopback HTTP/1.1 to the
 // bridge and real loopback gRPC to the backend, as in production.
 func BenchmarkUnaryLoopback(b *testing.B) {
-	conn := testserver.Start(b, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, Dial: backend.DialOptions()}).Conn()
-	reg, err := bridgereflect.Discover(b.Context(), conn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := bridge.New(conn, bridge.Options{})
-	srv.Update(reg)
-	hs := httptest.NewServer(srv)
-	b.Cleanup(hs.Close)
+	hs := newEnv(b, bridge.Options{}, echoOnly, via(testConn), servedBy(netHTTP)).hs
 	body := `{"jsonrpc":"2.0","id":1,"method":"bench.v1.EchoService.Echo","params":` + benchParams + `}`
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.ReportAllocs()

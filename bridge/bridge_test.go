@@ -20,6 +20,7 @@ import (
 )
 
 func TestIDIsEchoedByteForByte(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	for _, id := range []string{
 		`12345678901234567890`, `2`, `1.5`, `"7"`, `1e3`, `-0.0`, `1.50`, `0.1e-400`,
@@ -51,6 +52,7 @@ func TestIDIsEchoedByteForByte(t *testing.T) {
 }
 
 func TestHTTP(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{MaxBodyBytes: 1024})
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","params":{"name":"Ada"},"id":1}`
 	tests := []struct {
@@ -80,7 +82,7 @@ func TestHTTP(t *testing.T) {
 			if tt.contentType != "" {
 				req.Header.Set("Content-Type", tt.contentType)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,6 +113,7 @@ func TestHTTP(t *testing.T) {
 }
 
 func TestBodyOverLimitWithoutContentLength(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{MaxBodyBytes: 1024})
 	// A reader of unknown length makes the client send a chunked body.
 	pr, pw := net.Pipe()
@@ -118,7 +121,7 @@ func TestBodyOverLimitWithoutContentLength(t *testing.T) {
 		fmt.Fprintf(pw, `{"jsonrpc":"2.0","method":"x","params":{"a":"%s"},"id":1}`, strings.Repeat("a", 4096))
 		pw.Close()
 	}()
-	resp, err := http.Post(e.url+"/", "application/json", pr)
+	resp, err := testClient.Post(e.url+"/", "application/json", pr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +132,7 @@ func TestBodyOverLimitWithoutContentLength(t *testing.T) {
 }
 
 func TestNotificationGets204WithEmptyBody(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	code, body := e.post(t, `{"jsonrpc":"2.0","method":"test.v1.TestService.Count","params":{"key":"n"}}`)
 	if code != http.StatusNoContent || len(body) != 0 {
@@ -140,6 +144,7 @@ func TestNotificationGets204WithEmptyBody(t *testing.T) {
 }
 
 func TestBatchOverMaxBatchSizeRunsNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{MaxBatchSize: 3})
 	member := `{"jsonrpc":"2.0","method":"test.v1.TestService.Count","params":{"key":"big"},"id":1}`
 	r := e.call(t, "["+strings.Repeat(member+",", 3)+member+"]")
@@ -172,6 +177,7 @@ func TestBatchOverMaxBatchSizeRunsNothing(t *testing.T) {
 }
 
 func TestBatchParallelismIsBounded(t *testing.T) {
+	t.Parallel()
 	var inFlight, peak atomic.Int64
 	gate := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		n := inFlight.Add(1)
@@ -181,11 +187,11 @@ func TestBatchParallelismIsBounded(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // hold the slot so that members overlap
+		time.Sleep(20 * time.Millisecond) // the backend's work, holding the slot so that members overlap: not a wait
 		defer inFlight.Add(-1)
 		return h(ctx, req)
 	}
-	e := newEnvWith(t, bridge.Options{BatchParallelism: 3}, grpc.UnaryInterceptor(gate))
+	e := newEnv(t, bridge.Options{BatchParallelism: 3}, withServer(grpc.UnaryInterceptor(gate)))
 	member := `{"jsonrpc":"2.0","method":"test.v1.TestService.Count","params":{"key":"p"},"id":1}`
 	code, body := e.post(t, "["+strings.Repeat(member+",", 11)+member+"]")
 	if code != 200 {
@@ -201,11 +207,8 @@ func TestBatchParallelismIsBounded(t *testing.T) {
 }
 
 func TestNotDiscoveredYet(t *testing.T) {
-	ts, conn := startBackend(t)
-	_ = ts
-	srv := bridge.New(conn, bridge.Options{})
-	url := serveBridge(t, srv, nil)
-	e := &env{url: url, bridge: srv}
+	t.Parallel()
+	e := newEnv(t, bridge.Options{}, onBufconn(), undiscovered())
 
 	if code, _ := e.do(t, "GET", "/readyz", "", ""); code != 503 {
 		t.Errorf("readyz: got %d, want 503", code)
@@ -225,11 +228,11 @@ func TestNotDiscoveredYet(t *testing.T) {
 		t.Errorf("notification: got %d %q, want 204", code, body)
 	}
 
-	reg, err := bridgereflect.Discover(t.Context(), conn)
+	reg, err := bridgereflect.Discover(t.Context(), e.conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Update(reg)
+	e.bridge.Update(reg)
 	if code, _ := e.do(t, "GET", "/readyz", "", ""); code != 200 {
 		t.Errorf("readyz after discovery: got %d, want 200", code)
 	}
@@ -239,13 +242,9 @@ func TestNotDiscoveredYet(t *testing.T) {
 }
 
 func TestUnreachableBackendIsCode14(t *testing.T) {
+	t.Parallel()
 	// Discover from a live backend, then call through a connection to a
 	// port where nothing listens.
-	_, live := startBackend(t)
-	reg, err := bridgereflect.Discover(t.Context(), live)
-	if err != nil {
-		t.Fatal(err)
-	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -257,10 +256,7 @@ func TestUnreachableBackendIsCode14(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dead.Close() })
-	srv := bridge.New(dead, bridge.Options{CallTimeout: 5 * time.Second})
-	srv.Update(reg)
-	url := serveBridge(t, srv, nil)
-	e := &env{url: url}
+	e := newEnv(t, bridge.Options{CallTimeout: 5 * time.Second}, onBufconn(), through(dead))
 	r := e.call(t, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`)
 	if got := errCode(t, r); got != 14 {
 		t.Fatalf("got %v, want code 14", r)
@@ -277,6 +273,7 @@ func TestUnreachableBackendIsCode14(t *testing.T) {
 }
 
 func TestCallTimeoutIsCode4(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{CallTimeout: 50 * time.Millisecond})
 	r := e.call(t, `{"jsonrpc":"2.0","method":"test.v1.TestService.Sleep","params":{"duration":"10s"},"id":1}`)
 	if got := errCode(t, r); got != 4 {
@@ -288,6 +285,7 @@ func TestCallTimeoutIsCode4(t *testing.T) {
 }
 
 func TestConcurrentCallsKeepTheirIDs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	var wg sync.WaitGroup
 	for i := range 32 {
@@ -305,6 +303,7 @@ func TestConcurrentCallsKeepTheirIDs(t *testing.T) {
 }
 
 func TestHostileBodies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{MaxBodyBytes: 8 << 20})
 	tests := []struct {
 		name, body string

@@ -87,6 +87,7 @@ func jsonPost(url, token, body string) string {
 // nothing; and with authentication off, a cross-site form or no-cors
 // POST (text/plain, no preflight) from that page runs nothing either.
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	app, evil := pageServer(t, "app"), pageServer(t, "evil")
 	opts := bridge.Options{CORSOrigins: []string{app}, AllowedHosts: loopbackHosts}
@@ -94,7 +95,8 @@ func TestBrowser(t *testing.T) {
 	t.Run("auth", func(t *testing.T) {
 		o := opts
 		o.Auth = newAuth(t)
-		e, rec := recordedEnv(t, o)
+		rec := new(recorder)
+		e := newEnv(t, o, recording(rec))
 		url := "http://localhost:" + e.port(t) + "/"
 		call := `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Count","params":{"key":"browser"}}`
 
@@ -135,7 +137,7 @@ func TestBrowser(t *testing.T) {
 	// MCP's headers (after their preflight), reads Mcp-Session-Id, and ends
 	// the session with DELETE.
 	t.Run("mcp", func(t *testing.T) {
-		e, _ := recordedEnv(t, opts)
+		e := newEnv(t, opts)
 		url := "http://localhost:" + e.port(t) + "/mcp"
 		script := fmt.Sprintf(`const post = async (body, sid) => {
 			const h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"};
@@ -159,7 +161,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("csrf", func(t *testing.T) {
-		e, _ := recordedEnv(t, opts) // authentication off, as in demo
+		e := newEnv(t, opts) // authentication off, as in demo
 		url := "http://localhost:" + e.port(t) + "/"
 		increment := `{"jsonrpc":"2.0","method":"demo.v1.Notes.Increment","params":{"delta":1}}`
 		counter := func() string {

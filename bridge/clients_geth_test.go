@@ -12,12 +12,14 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // TestGoEthereumClient calls a real bridge on loopback, in front of a real
 // backend, with go-ethereum's rpc client, which sends params by position
 // only: single calls, a batch, errors and a notification.
 func TestGoEthereumClient(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -96,15 +98,13 @@ func testGoEthereumCalls(ctx context.Context, t *testing.T, c *rpc.Client) {
 	}
 	// Over WebSocket the notification runs beside the calls after it.
 	want := strconv.FormatInt(counterValue(before)+5, 10)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	await.Until(t, 5*time.Second, "GetCounter() = "+want, func() bool {
 		after = counter{}
 		if err := c.CallContext(ctx, &after, "demo.v1.Notes.GetCounter"); err != nil {
 			t.Fatalf("GetCounter(): %v", err)
 		}
-		if after.Value == want || time.Now().After(deadline) {
-			break
-		}
-	}
+		return after.Value == want
+	})
 	if after.Value != want {
 		t.Errorf("GetCounter() = %+v after Notify(Increment, 2) and Increment(3) from %+v, want %s", after, before, want)
 	}

@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,9 +9,7 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 // nodeClients is the npm project of the node tests: package.json and its
@@ -46,8 +43,9 @@ func nodeWith(t *testing.T, pkg string) string {
 // bridge/testdata/clients): where either is missing the test is skipped,
 // and fails when CI is set.
 func TestNodeClients(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "@open-rpc/schema-utils-js")
-	demo := newDemoEnv(t)
+	demo := newEnv(t, bridge.Options{}, demoOnly...)
 	all := newEnv(t, bridge.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -61,20 +59,6 @@ func TestNodeClients(t *testing.T) {
 	t.Logf("node --test:\n%s", out)
 }
 
-// newDemoEnv is newEnv with only what grpc-jsonrpc-bridge demo serves:
-// helloworld.Greeter and demo.v1.Notes.
-func newDemoEnv(t testing.TB) *env {
-	t.Helper()
-	be := testserver.Start(t, testserver.Options{Addr: testserver.Loopback,
-		Services: []testserver.Service{testserver.Notes, testserver.Greeter}, Dial: backend.DialOptions()})
-	conn, addr := be.Conn(), be.Addr()
-	reg, err := bridgereflect.Discover(context.Background(), conn)
-	if err != nil {
-		t.Fatalf("discover: %v", err)
-	}
-	srv := bridge.New(directConn(t, conn, addr), bridge.Options{})
-	srv.Update(reg)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, bridge: srv, conn: conn}
-}
+// demoOnly is what grpc-jsonrpc-bridge demo serves: helloworld.Greeter and
+// demo.v1.Notes, behind net/http alone.
+var demoOnly = []envOption{withServices(testserver.Notes, testserver.Greeter), servedBy(netHTTP)}

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 )
 
 // TestPythonClients runs testdata/clients/python_clients.py (Python's
@@ -14,6 +16,7 @@ import (
 // python3-jsonrpclib-pelix and python3-requests: without them it is
 // skipped, and fails when CI is set.
 func TestPythonClients(t *testing.T) {
+	t.Parallel()
 	runPython(t, "python_clients.py", "jsonrpclib, requests", "python3-jsonrpclib-pelix python3-requests")
 }
 
@@ -32,7 +35,7 @@ func runPython(t *testing.T, script, modules, packages string) {
 		}
 		t.Skip(msg)
 	}
-	e := newDemoEnv(t)
+	e := newEnv(t, bridge.Options{}, demoOnly...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, script)

@@ -60,6 +60,7 @@ func send(t testing.TB, method, url string, body []byte, h http.Header) (*http.R
 // more to POST / and GET /openrpc.json are gzip; smaller ones, and every
 // reply to a client that does not ask, are not.
 func TestCompressedReplies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	big := `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Echo","params":{"fString":"` + strings.Repeat("compressible ", 400) + `"}}`
 	small := `{"jsonrpc":"2.0","id":1,"method":"helloworld.Greeter.SayHello","params":{"name":"Ada"}}`

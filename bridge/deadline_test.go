@@ -13,6 +13,7 @@ import (
 
 	"encoding/json"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // deadlineRecorder records the time left before the deadline of each
@@ -58,6 +59,7 @@ func sleepBody(d string) string {
 }
 
 func TestRequestedTimeouts(t *testing.T) {
+	// Not parallel: a 100 ms budget must reach the backend before it ends.
 	tests := []struct {
 		name     string
 		opts     bridge.Options
@@ -87,7 +89,7 @@ func TestRequestedTimeouts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := newDeadlineRecorder()
-			e := newEnvWith(t, tt.opts, grpc.UnaryInterceptor(rec.intercept))
+			e := newEnv(t, tt.opts, withServer(grpc.UnaryInterceptor(rec.intercept)))
 			start := time.Now()
 			w := serveWith(e, sleepBody(tt.sleep), tt.header)
 			if took := time.Since(start); took > 10*time.Second {
@@ -104,6 +106,7 @@ func TestRequestedTimeouts(t *testing.T) {
 }
 
 func TestBadTimeoutHeader(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	for _, h := range []http.Header{
 		{"Grpc-Timeout": {"5x"}},
@@ -122,6 +125,7 @@ func TestBadTimeoutHeader(t *testing.T) {
 }
 
 func TestParseGRPCTimeout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want time.Duration
@@ -144,8 +148,9 @@ func TestParseGRPCTimeout(t *testing.T) {
 // TestClientDisconnectCancelsBackendCall: a client that goes away cancels
 // its call, and the backend sees it.
 func TestClientDisconnectCancelsBackendCall(t *testing.T) {
+	t.Parallel()
 	rec := newDeadlineRecorder()
-	e := newEnvWith(t, bridge.Options{CallTimeout: time.Minute}, grpc.UnaryInterceptor(rec.intercept))
+	e := newEnv(t, bridge.Options{CallTimeout: time.Minute}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/", strings.NewReader(sleepBody("50s")))
@@ -154,28 +159,19 @@ func TestClientDisconnectCancelsBackendCall(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 		}
 		done <- err
 	}()
-	select {
-	case <-rec.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the call never reached the backend")
-	}
+	await.Receive(t, 10*time.Second, "the call at the backend", rec.started)
 	cancel()
 	if err := <-done; err == nil {
 		t.Errorf("got a reply, want the client's request cancelled")
 	}
-	select {
-	case err := <-rec.cancelled:
-		if err != context.Canceled {
-			t.Errorf("the backend's context ended with %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the backend call was not cancelled within 10s of the client leaving")
+	if err := await.Receive(t, 10*time.Second, "the backend call cancelled after the client left", rec.cancelled); err != context.Canceled {
+		t.Errorf("the backend's context ended with %v, want context.Canceled", err)
 	}
 }
 
@@ -185,17 +181,20 @@ func TestClientDisconnectCancelsBackendCall(t *testing.T) {
 // starts when one of the first two ends; it has the whole timeout too, on
 // the direct path (whose calls start in Groups) as on grpc-go's.
 func TestBatchDeadlineRule(t *testing.T) {
+	// Not parallel with other tests (each call has 0.8 s to spare), only
+	// its two paths with each other.
 	opts := bridge.Options{BatchParallelism: 2, CallTimeout: 2 * time.Second}
 	for _, tt := range []struct {
 		name string
-		env  func(testing.TB, bridge.Options) *env
-	}{{"direct", newEnv}, {"grpc-go", newEnvGRPCGo}} {
+		path envOption
+	}{{"direct", via(direct)}, {"grpc-go", onBufconn()}} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := tt.env(t, opts)
+			t.Parallel()
+			e := newEnv(t, opts, tt.path)
 			sleep := `{"duration":"1.2s"}`
 			body := "[" + req("test.v1.TestService.Sleep", sleep, "1") + "," +
 				req("test.v1.TestService.Sleep", sleep, "2") + "," + req("test.v1.TestService.Sleep", sleep, "3") + "]"
-			code, b := postJSON(t, http.DefaultClient, e.url, body, nil)
+			code, b := postJSON(t, testClient, e.url, body, nil)
 			if code != http.StatusOK {
 				t.Fatalf("HTTP %d %s", code, b)
 			}

@@ -14,6 +14,7 @@ import (
 // TestContentTypesAreNotChecked: whatever Content-Type a client declares,
 // the body is read as JSON and the reply is application/json.
 func TestContentTypesAreNotChecked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","params":{"name":"Ada"},"id":"c"}`
 	for _, ct := range []string{
@@ -44,6 +45,7 @@ func TestContentTypesAreNotChecked(t *testing.T) {
 // UTF-8 byte order mark is skipped; UTF-16 text, with or without its
 // mark, is not JSON in UTF-8 and is a parse error with id null.
 func TestBodyEncodings(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`
 	utf16Body := func(bigEndian, mark bool) string {
@@ -97,6 +99,7 @@ func TestBodyEncodings(t *testing.T) {
 // TestOtherHTTPMethodsOnRoot: only POST carries JSON-RPC; HEAD and OPTIONS
 // get 405 with Allow like any other method, HEAD without a body.
 func TestOtherHTTPMethodsOnRoot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	for _, method := range []string{http.MethodHead, http.MethodOptions, http.MethodGet, http.MethodPatch} {
 		t.Run(method, func(t *testing.T) {
@@ -104,7 +107,7 @@ func TestOtherHTTPMethodsOnRoot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

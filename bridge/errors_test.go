@@ -10,6 +10,7 @@ import (
 )
 
 func TestEveryGRPCCodeIsMapped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	names := []string{"", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
 		"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
@@ -43,6 +44,7 @@ func TestEveryGRPCCodeIsMapped(t *testing.T) {
 }
 
 func TestStatusDetailsAreRendered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	tests := []struct {
 		name   string
@@ -73,6 +75,7 @@ func TestStatusDetailsAreRendered(t *testing.T) {
 }
 
 func TestInt64LimitsRoundTrip(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	tests := []struct{ name, params, field, want string }{
 		{"int64 max as string", `{"fInt64":"9223372036854775807"}`, "fInt64", "9223372036854775807"},
@@ -99,6 +102,7 @@ func TestInt64LimitsRoundTrip(t *testing.T) {
 }
 
 func TestInvalidParamsNameTheField(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	tests := []struct{ name, params, field string }{
 		{"unknown field", `{"nope":1}`, "nope"},
@@ -133,6 +137,7 @@ func TestInvalidParamsNameTheField(t *testing.T) {
 }
 
 func TestEmitUnpopulated(t *testing.T) {
+	t.Parallel()
 	for _, emit := range []bool{false, true} {
 		t.Run(fmt.Sprint(emit), func(t *testing.T) {
 			e := newEnv(t, bridge.Options{EmitUnpopulated: emit})

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
@@ -96,11 +97,8 @@ const deadlineExpired = "the call's deadline expired"
 // bridge.
 func TestFaultBackendRestart(t *testing.T) {
 	checkLeaks(t)
-	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true})
-	conn := dialLoopback(t, b.Addr())
-	srv := bridge.New(conn, bridge.Options{CallTimeout: 5 * time.Second, MaxInFlight: 1024})
-	srv.Update(discoverOrFail(t, conn))
-	url := serveBridge(t, srv, nil)
+	e := newEnv(t, bridge.Options{CallTimeout: 5 * time.Second, MaxInFlight: 1024}, reconnecting())
+	b, url := e.be, e.url
 	client := newHTTPClient(t)
 
 	type outcome struct {
@@ -224,13 +222,10 @@ func stallListener(t *testing.T) string {
 // the call timeout.
 func TestFaultStalledBackend(t *testing.T) {
 	checkLeaks(t)
-	real := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true})
-	reg := discoverOrFail(t, dialLoopback(t, real.Addr()))
 	conn := dialLoopback(t, stallListener(t))
 	const timeout = 300 * time.Millisecond
-	srv := bridge.New(conn, bridge.Options{CallTimeout: timeout})
-	srv.Update(reg)
-	url := serveBridge(t, srv, nil)
+	e := newEnv(t, bridge.Options{CallTimeout: timeout}, reconnecting(), through(conn))
+	url := e.url
 	client := newHTTPClient(t)
 	stalled := func(t *testing.T, r map[string]any) {
 		t.Helper()
@@ -296,11 +291,7 @@ func (s *sleepWatch) intercept(ctx context.Context, req any, info *grpc.UnarySer
 func (s *sleepWatch) waitStarted(t *testing.T, n int) {
 	t.Helper()
 	for range n {
-		select {
-		case <-s.started:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the backend did not see the call start")
-		}
+		await.Receive(t, 10*time.Second, "the backend to see the call start", s.started)
 	}
 }
 
@@ -309,13 +300,8 @@ func (s *sleepWatch) waitStarted(t *testing.T, n int) {
 func (s *sleepWatch) waitEnded(t *testing.T, n int, want error) {
 	t.Helper()
 	for range n {
-		select {
-		case err := <-s.ended:
-			if err == nil || want != nil && !errors.Is(err, want) {
-				t.Errorf("the backend's call ended with %v, want %v", err, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("the backend's call did not end")
+		if err := await.Receive(t, 10*time.Second, "the backend's call to end", s.ended); err == nil || want != nil && !errors.Is(err, want) {
+			t.Errorf("the backend's call ended with %v, want %v", err, want)
 		}
 	}
 }
@@ -326,8 +312,7 @@ func (s *sleepWatch) waitEnded(t *testing.T, n int, want error) {
 func TestFaultSlowBackend(t *testing.T) {
 	checkLeaks(t)
 	sw := newSleepWatch()
-	e := newLoopEnv(t, bridge.Options{CallTimeout: 200 * time.Millisecond, MaxCallTimeout: time.Minute},
-		[]grpc.ServerOption{grpc.ChainUnaryInterceptor(sw.intercept)})
+	e := newEnv(t, bridge.Options{CallTimeout: 200 * time.Millisecond, MaxCallTimeout: time.Minute}, withServer(grpc.ChainUnaryInterceptor(sw.intercept)), reconnecting(), ownClient())
 	sleep := func(id string) string { return req("test.v1.TestService.Sleep", `{"duration":"30s"}`, id) }
 	t.Run("single", func(t *testing.T) {
 		start := time.Now()
@@ -372,8 +357,7 @@ func TestFaultSlowBackend(t *testing.T) {
 // next call works.
 func TestFaultMessageTooLarge(t *testing.T) {
 	checkLeaks(t)
-	e := newLoopEnv(t, bridge.Options{}, []grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 10)},
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<10)))
+	e := newEnv(t, bridge.Options{}, withServer(grpc.MaxRecvMsgSize(64<<10)), reconnecting(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<10))), ownClient())
 	const msg = "a message is larger than the maximum message size"
 	for _, tc := range []struct {
 		name string
@@ -402,10 +386,8 @@ func TestFaultMessageTooLarge(t *testing.T) {
 // work, without restarting the bridge.
 func TestFaultBackendChangesServices(t *testing.T) {
 	checkLeaks(t)
-	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true})
-	conn := dialLoopback(t, b.Addr())
-	srv := bridge.New(conn, bridge.Options{CallTimeout: 5 * time.Second})
-	url := serveBridge(t, srv, nil)
+	e := newEnv(t, bridge.Options{CallTimeout: 5 * time.Second}, reconnecting(), undiscovered())
+	b, conn, srv, url := e.be, e.conn, e.bridge, e.url
 	client := newHTTPClient(t)
 
 	installed := make(chan *bridgereflect.Catalog, 16)
@@ -462,7 +444,7 @@ func TestFaultBackendChangesServices(t *testing.T) {
 func TestFaultClientDisconnects(t *testing.T) {
 	checkLeaks(t)
 	sw := newSleepWatch()
-	e := newLoopEnv(t, bridge.Options{CallTimeout: time.Minute}, []grpc.ServerOption{grpc.ChainUnaryInterceptor(sw.intercept)})
+	e := newEnv(t, bridge.Options{CallTimeout: time.Minute}, withServer(grpc.ChainUnaryInterceptor(sw.intercept)), reconnecting(), ownClient())
 	sleep := func(id string) string { return req("test.v1.TestService.Sleep", `{"duration":"50s"}`, id) }
 	post := func(t *testing.T, body string, calls int) {
 		ctx, cancel := context.WithCancel(t.Context())
@@ -509,7 +491,7 @@ func TestFaultClientDisconnects(t *testing.T) {
 		normal(t)
 	})
 	t.Run("websocket", func(t *testing.T) {
-		w := dialWSWith(t, e.env, nil)
+		w := dialWSWith(t, e, nil)
 		w.send(sleep("1"))
 		w.send("[" + sleep("2") + "," + sleep("3") + "]")
 		sw.waitStarted(t, 3)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/h1"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // Attacks of issue 13 that its first tests left out, each against a real
@@ -59,13 +60,14 @@ func TestWSUnreadRepliesBounded(t *testing.T) {
 	// The replies are built as their calls end; those that do not fit
 	// beside the waiting ones are let go. Without the bound all 40 stay.
 	var live int64
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		time.Sleep(500 * time.Millisecond)
-		if live = h.live(); live < 24<<20 || time.Now().After(deadline) {
-			break
+	var sampled time.Time
+	await.Until(t, 30*time.Second, "the heap under 24 MiB above its start", func() bool {
+		if time.Since(sampled) < 500*time.Millisecond {
+			return false // each sample collects garbage: twice a second is enough
 		}
-	}
+		sampled, live = time.Now(), h.live()
+		return live < 24<<20
+	})
 	peak, _ := h.end()
 	t.Logf("%d frames calling for %d MiB each, never read: heap +%.1f MiB after GC (peak +%.1f MiB)", frames, size>>20, mb(live), mb(peak))
 	if live >= 24<<20 {
@@ -123,7 +125,8 @@ func TestWSUnreadRepliesBounded(t *testing.T) {
 // identity is still answered.
 func TestWSRateLimit(t *testing.T) {
 	checkLeaks(t)
-	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t), RateLimit: 0.001, RateBurst: 3, WSPingInterval: -1})
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Auth: newAuth(t), RateLimit: 0.001, RateBurst: 3, WSPingInterval: -1}, recording(rec))
 	admin := bearer(callers[0].token)
 	w := dialWSWith(t, e, &websocket.DialOptions{HTTPHeader: admin})
 	hello := func(id int) string {
@@ -183,18 +186,13 @@ func TestMaxWSConnections(t *testing.T) {
 		t.Errorf("POST / while WebSocket connections are full: got HTTP %d %s", resp.StatusCode, body)
 	}
 	open[0].c.Close(websocket.StatusNormalClosure, "")
-	deadline := time.Now().Add(waitTimeout)
-	for {
+	await.NoError(t, waitTimeout, "room after a connection closed", func() error {
 		c, _, err := dial()
 		if err == nil {
 			c.CloseNow()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no room after a connection closed: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // incompressible is n bytes of random base64: gzip saves a quarter.
@@ -228,6 +226,7 @@ func unreadConn(t *testing.T, addr, req string) net.Conn {
 // or not, is written under reply_timeout, so clients that never read it
 // free their slots when it expires.
 func TestUnreadGzipRepliesFreeSlots(t *testing.T) {
+	t.Parallel()
 	const maxInFlight = 2
 	const replyTimeout = time.Second
 	big := `{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"fString":"` + incompressible(2<<20) + `"},"id":1}`
@@ -252,9 +251,9 @@ func TestUnreadGzipRepliesFreeSlots(t *testing.T) {
 				for range maxInFlight {
 					unreadConn(t, addr, fmt.Sprintf("POST / HTTP/1.1\r\nHost: %s\r\nAccept-Encoding: %s\r\nContent-Length: %d\r\n\r\n%s", addr, enc, len(big), big))
 				}
-				eventually(t, "the attackers to hold every slot", func() bool { return inFlight(t, e) == maxInFlight })
+				await.Until(t, 10*time.Second, "the attackers to hold every slot", func() bool { return inFlight(t, e) == maxInFlight })
 				// Still connected, never reading: the deadline frees the slots.
-				eventually(t, "the slots to be freed", func() bool { return inFlight(t, e) == 0 })
+				await.Until(t, 10*time.Second, "the slots to be freed", func() bool { return inFlight(t, e) == 0 })
 				for i := range 4 {
 					resp, body := postAs(t, "http://"+addr, http.Header{"Accept-Encoding": {enc}}, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`)
 					if resp.StatusCode != http.StatusOK {
@@ -272,6 +271,7 @@ func TestUnreadGzipRepliesFreeSlots(t *testing.T) {
 // written under reply_timeout: when it expires the connection is closed,
 // and the client, reading at last, gets less than the whole document.
 func TestUnreadDocumentHasDeadline(t *testing.T) {
+	t.Parallel()
 	const replyTimeout = time.Second
 	e := newEnv(t, bridge.Options{ReplyTimeout: replyTimeout})
 	_, doc := e.do(t, http.MethodGet, "/openrpc.json", "", "")
@@ -282,12 +282,17 @@ func TestUnreadDocumentHasDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: e.bridge}
+	served := make(chan struct{})
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(served)
+		e.bridge.ServeHTTP(w, r)
+	})}
 	go hs.Serve(tinyBuffers{lis})
 	t.Cleanup(func() { hs.Close() })
 	addr := lis.Addr().String()
 	c := unreadConn(t, addr, "GET /openrpc.json HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
-	time.Sleep(replyTimeout + time.Second)
+	// The client reads nothing until the bridge has given the reply up.
+	await.Receive(t, replyTimeout+10*time.Second, "the bridge to give up the document's write at reply_timeout", served)
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
@@ -322,6 +327,8 @@ func (l tinyBuffers) Accept() (net.Conn, error) {
 // others get 429 at once), body_timeout ends those, and other clients are
 // answered meanwhile.
 func TestMCPSlowBodies(t *testing.T) {
+	// Not parallel: its checks race body_timeout (2 s), as
+	// TestSlowBodiesTakeNoSlot's.
 	const reads, attackers = 2, 6
 	const bodyTimeout = 2 * time.Second
 	e := newEnv(t, bridge.Options{MaxBodyReadsPerClient: reads, BodyTimeout: bodyTimeout, Metrics: newMetrics(t)})

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,32 +17,10 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
-// pathEnv is a bridge on real HTTP in front of a loopback backend whose
-// calls rec records, on the direct path or through grpc-go.
-func pathEnv(t *testing.T, direct bool, opts bridge.Options, rec *mdRecorder, serverOpts ...grpc.ServerOption) *env {
-	t.Helper()
-	if rec != nil {
-		serverOpts = append(serverOpts, grpc.UnaryInterceptor(rec.intercept))
-	}
-	ts, conn, addr := startBackendTCP(t, serverOpts...)
-	reg, err := bridgereflect.Discover(context.Background(), conn)
-	if err != nil {
-		t.Fatalf("discover: %v", err)
-	}
-	var cc grpc.ClientConnInterface = conn
-	if direct {
-		cc = directConn(t, conn, addr)
-	}
-	srv := bridge.New(cc, opts)
-	srv.Update(reg)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, backend: ts, bridge: srv, conn: conn}
-}
-
+// forBothPaths runs f on the direct path and on grpc-go's (directIf);
+// the bridges of this file are served by net/http alone (netHTTP).
 func forBothPaths(t *testing.T, f func(t *testing.T, direct bool)) {
 	for _, direct := range []bool{true, false} {
 		name := "grpc-go"
@@ -82,9 +59,10 @@ const validTraceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0
 // on either path, and the call runs; a valid one is forwarded, its
 // header lines joined into one list.
 func TestTracestateValidated(t *testing.T) {
+	t.Parallel()
 	forBothPaths(t, func(t *testing.T, direct bool) {
 		var rec mdRecorder
-		e := pathEnv(t, direct, bridge.Options{}, &rec)
+		e := newEnv(t, bridge.Options{}, directIf(direct), withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
 		tests := []struct {
 			name  string
 			state []string
@@ -131,9 +109,10 @@ func equalStrings(a, b []string) bool {
 // header nor a Grpc-Metadata-* one that Connection names reaches the
 // backend.
 func TestConnectionNamedHeaderNotForwarded(t *testing.T) {
+	t.Parallel()
 	forBothPaths(t, func(t *testing.T, direct bool) {
 		var rec mdRecorder
-		e := pathEnv(t, direct, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Tenant"}}}, &rec)
+		e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Tenant"}}}, directIf(direct), withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
 		code, body := postWith(t, e, echoCall, http.Header{
 			"Connection":           {"keep-alive, Grpc-Metadata-Secret", "x-tenant"},
 			"Grpc-Metadata-Secret": {"s3cret"},
@@ -161,8 +140,9 @@ func TestConnectionNamedHeaderNotForwarded(t *testing.T) {
 // net/http's 1 MiB of headers, once took over 2 s of CPU to answer, 20 s
 // under the race detector); the headers it names are still dropped.
 func TestConnectionOptionsCheap(t *testing.T) {
+	// Not parallel: it bounds the time of one request (a second).
 	var rec mdRecorder
-	e := pathEnv(t, true, bridge.Options{}, &rec)
+	e := newEnv(t, bridge.Options{}, withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
 	for _, tc := range []struct {
 		name    string
 		headers int
@@ -202,9 +182,10 @@ func TestConnectionOptionsCheap(t *testing.T) {
 // x-forwarded-for, after whatever chain the client forwarded, as proxies
 // do; with none, the peer's address alone.
 func TestXForwardedFor(t *testing.T) {
+	t.Parallel()
 	forBothPaths(t, func(t *testing.T, direct bool) {
 		var rec mdRecorder
-		e := pathEnv(t, direct, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Forwarded-For"}}}, &rec)
+		e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Forwarded-For"}}}, directIf(direct), withServer(grpc.UnaryInterceptor(rec.intercept)), servedBy(netHTTP))
 		tests := []struct {
 			name string
 			h    http.Header
@@ -232,6 +213,7 @@ func TestXForwardedFor(t *testing.T) {
 // status keeps its message whatever it says, even words that begin the
 // client's messages ("transport", "grpc: ").
 func TestLocalStatusTextNeverReachesClients(t *testing.T) {
+	t.Parallel()
 	t.Run("not gRPC", func(t *testing.T) {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -245,11 +227,6 @@ func TestLocalStatusTextNeverReachesClients(t *testing.T) {
 		go hs.Serve(lis)
 		t.Cleanup(func() { hs.Close() })
 		forBothPaths(t, func(t *testing.T, direct bool) {
-			_, conn, _ := startBackendTCP(t)
-			reg, err := bridgereflect.Discover(context.Background(), conn)
-			if err != nil {
-				t.Fatal(err)
-			}
 			// Discovered from a real backend, called at the impostor.
 			bad, err := grpc.NewClient(lis.Addr().String(), append(backend.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 			if err != nil {
@@ -260,11 +237,7 @@ func TestLocalStatusTextNeverReachesClients(t *testing.T) {
 			if direct {
 				cc = directConn(t, bad, lis.Addr().String())
 			}
-			srv := bridge.New(cc, bridge.Options{})
-			srv.Update(reg)
-			front := httptest.NewServer(srv)
-			t.Cleanup(front.Close)
-			e := &env{url: front.URL}
+			e := newEnv(t, bridge.Options{}, through(cc), servedBy(netHTTP))
 			code, body := postWith(t, e, echoCall, nil)
 			if code != 200 || !strings.Contains(body, `"code":14`) || !strings.Contains(body, `"message":"the backend is unavailable"`) {
 				t.Errorf("got HTTP %d %s, want code 14 with the fixed message", code, body)
@@ -284,7 +257,7 @@ func TestLocalStatusTextNeverReachesClients(t *testing.T) {
 				}
 				return h(ctx, req)
 			}
-			e := pathEnv(t, direct, bridge.Options{}, nil, grpc.UnaryInterceptor(fail))
+			e := newEnv(t, bridge.Options{}, directIf(direct), withServer(grpc.UnaryInterceptor(fail)), servedBy(netHTTP))
 			code, body := postWith(t, e, echoCall, nil)
 			if code != 200 || !strings.Contains(body, `"message":"transport: the ledger is being rebuilt"`) {
 				t.Errorf("got HTTP %d %s, want the backend's own message", code, body)

@@ -15,9 +15,6 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 // BenchmarkUnaryAuth is BenchmarkUnary with authentication on: the same
@@ -47,13 +44,7 @@ func BenchmarkUnaryAuth(b *testing.B) {
 	token := sign(b, key, jwt.MapClaims{"iss": issuer, "aud": testAudience, "sub": "bench-load", "exp": time.Now().Add(time.Hour).Unix(),
 		"iat": time.Now().Unix(), "scope": "bridge:call openid profile email", "email": "bench-load@example.com", "groups": groups,
 		"jti": "3f1c2a9e-8d4b-4c7e-9a1f-5e6d7c8b9a0f", "azp": "bench-load"}, nil)
-	be := testserver.Start(b, testserver.Options{Addr: testserver.Loopback, Services: []testserver.Service{testserver.Echo}, Dial: backend.DialOptions()})
-	reg, err := bridgereflect.Discover(b.Context(), be.Conn())
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := bridge.New(directConn(b, be.Conn(), be.Addr()), bridge.Options{Auth: a})
-	srv.Update(reg)
+	srv := newEnv(b, bridge.Options{Auth: a}, echoOnly).bridge
 	for _, c := range []struct{ name, token string }{{"static", "static-bench-token-0123456789abcdef"}, {"jwt", token}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

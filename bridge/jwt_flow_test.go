@@ -20,6 +20,7 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // selectorIdentities are identities chosen by their tokens' claims.
@@ -171,7 +172,7 @@ func TestKeysNotLoaded(t *testing.T) {
 	k.publish(key)
 	k.down.Store(true)
 	b := newJWTBridge(t, idp.Options{Issuer: k.url}, selectorIdentities, bridge.Options{}, nil)
-	eventually(t, "a failed fetch", func() bool { return k.fetches.Load() > 0 || b.provider.Status().LastError != "" })
+	await.Until(t, 10*time.Second, "a failed fetch", func() bool { return k.fetches.Load() > 0 || b.provider.Status().LastError != "" })
 
 	status, body := b.do(t, http.MethodGet, "/readyz", "", "")
 	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), k.url) {
@@ -195,7 +196,7 @@ func TestKeysNotLoaded(t *testing.T) {
 	}
 
 	k.down.Store(false)
-	eventually(t, "the keys loaded once the provider is up", b.provider.Loaded)
+	await.Until(t, 10*time.Second, "the keys loaded once the provider is up", b.provider.Loaded)
 	if resp, body := postToken(t, b.url, token, sayHello); resp.StatusCode != 200 || !strings.Contains(string(body), `"result"`) {
 		t.Errorf("the JWT once the keys loaded: %d %s", resp.StatusCode, body)
 	}
@@ -215,7 +216,7 @@ func TestProviderDownMidRun(t *testing.T) {
 	b := newJWTBridge(t, idp.Options{Issuer: k.url, Refresh: 20 * time.Millisecond}, selectorIdentities, bridge.Options{}, nil)
 	awaitLoaded(t, b.provider)
 	k.down.Store(true)
-	eventually(t, "a failed refresh", func() bool { return b.provider.Status().State == "stale" })
+	await.Until(t, 10*time.Second, "a failed refresh", func() bool { return b.provider.Status().State == "stale" })
 	for i := range 3 {
 		token := sign(t, key, k.claims("svc-billing", jwt.MapClaims{"jti": i}), nil)
 		if resp, body := postToken(t, b.url, token, sayHello); resp.StatusCode != 200 || !strings.Contains(string(body), `"result"`) {
@@ -328,7 +329,7 @@ func TestDroppedKeyAtRefresh(t *testing.T) {
 		t.Fatalf("before the drop: %d %s", resp.StatusCode, body)
 	}
 	k.rotate(next)
-	eventually(t, "the cached token of the dropped key refused", func() bool {
+	await.Until(t, 10*time.Second, "the cached token of the dropped key refused", func() bool {
 		resp, _ := postToken(t, b.url, token, sayHello)
 		return resp.StatusCode == 401
 	})
@@ -423,7 +424,7 @@ func TestReloadEndsConnections(t *testing.T) {
 	if code != websocket.StatusPolicyViolation || reason != "the credentials are not valid" {
 		t.Errorf("got close %d %q, want 1008", code, reason)
 	}
-	eventually(t, "the MCP session ended", func() bool {
+	await.Until(t, 10*time.Second, "the MCP session ended", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := mc.ListTools(ctx, nil)

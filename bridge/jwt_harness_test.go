@@ -26,6 +26,7 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth/idp"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // testAudience is the audience the bridges of these tests accept.
@@ -218,7 +219,8 @@ func newJWTBridge(t *testing.T, o idp.Options, ids []bridge.Identity, opts bridg
 	opts.Auth, opts.Metrics = a, m
 	opts.Logger = slog.New(slog.NewTextHandler(log, nil))
 	opts.AccessLog = opts.Logger
-	e, rec := recordedEnv(t, opts)
+	rec := new(recorder)
+	e := newEnv(t, opts, recording(rec))
 	return &jwtBridge{env: e, rec: rec, provider: p, auth: a, reg: reg, log: log}
 }
 
@@ -261,10 +263,10 @@ func postToken(t testing.TB, url, token, body string) (*http.Response, []byte) {
 	return postAs(t, url, h, body)
 }
 
-// awaitLoaded waits until p's keys have loaded.
+// awaitLoaded awaits p's keys loaded.
 func awaitLoaded(t *testing.T, p *idp.Provider) {
 	t.Helper()
-	eventually(t, "the keys of "+p.Issuer()+" loaded", p.Loaded)
+	await.Until(t, 10*time.Second, "the keys of "+p.Issuer()+" loaded", p.Loaded)
 }
 
 // challengeParam is the value of the auth-param name of a challenge.

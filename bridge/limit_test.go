@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // gate holds every Sleep call at the backend until it is opened, and
@@ -47,12 +48,8 @@ func (g *gate) intercept(ctx context.Context, req any, info *grpc.UnaryServerInf
 // wait returns once n Sleep calls have entered the backend.
 func (g *gate) wait(t *testing.T, n int) {
 	t.Helper()
-	for range n {
-		select {
-		case <-g.entered:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("fewer than %d calls reached the backend", n)
-		}
+	for i := range n {
+		await.Receive(t, 10*time.Second, fmt.Sprintf("call %d of %d at the backend", i+1, n), g.entered)
 	}
 }
 
@@ -75,8 +72,9 @@ func check429(t *testing.T, resp *http.Response, body []byte) {
 }
 
 func TestMaxInFlight(t *testing.T) {
+	t.Parallel()
 	g := newGate()
-	e := newEnvWith(t, bridge.Options{MaxInFlight: 2}, grpc.ChainUnaryInterceptor(g.intercept))
+	e := newEnv(t, bridge.Options{MaxInFlight: 2}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
 	var wg sync.WaitGroup
 	codes := make([]int, 2)
 	for i := range 2 {
@@ -115,7 +113,7 @@ func TestFloodMemory(t *testing.T) {
 	const limit, clients, perClient = 8, 128, 20
 	g := newGate()
 	close(g.open) // calls pass straight through; Sleep itself is slow
-	e := newEnvWith(t, bridge.Options{MaxInFlight: limit, BatchParallelism: 1}, grpc.ChainUnaryInterceptor(g.intercept))
+	e := newEnv(t, bridge.Options{MaxInFlight: limit, BatchParallelism: 1}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
 	go func() {
 		for range g.entered {
 		}
@@ -205,7 +203,9 @@ func drain(resp *http.Response) {
 }
 
 func TestRateLimit(t *testing.T) {
-	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t), RateLimit: 0.001, RateBurst: 3})
+	t.Parallel()
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Auth: newAuth(t), RateLimit: 0.001, RateBurst: 3}, recording(rec))
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`
 	for i := range 3 {
 		if resp, body := postAs(t, e.url, bearer("admin-token-0123456789"), hello); resp.StatusCode != http.StatusOK {
@@ -236,6 +236,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestMaxResponseBytes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{MaxResponseBytes: 400, BatchParallelism: 1})
 	echo := func(id, n int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"f_string":%q},"id":%d}`, strings.Repeat("x", n), id)
@@ -273,6 +274,7 @@ func TestMaxResponseBytes(t *testing.T) {
 
 // The limits that existed before this file, answered as documented.
 func TestBodyAndBatchLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{MaxBodyBytes: 256, MaxBatchSize: 2})
 	code, body := e.post(t, `{"jsonrpc":"2.0","method":"x","params":{"a":"`+strings.Repeat("a", 300)+`"},"id":1}`)
 	if code != http.StatusRequestEntityTooLarge {
@@ -286,6 +288,7 @@ func TestBodyAndBatchLimits(t *testing.T) {
 }
 
 func TestDrain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	if code, _ := e.do(t, http.MethodGet, "/readyz", "", ""); code != http.StatusOK {
 		t.Fatalf("readyz before Drain: got %d, want 200", code)

@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
 
@@ -274,11 +273,8 @@ func TestLoad(t *testing.T) {
 func runLoad(t *testing.T, size loadSize) {
 	checkLeaks(t)
 	kc := newKeyCounter()
-	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: []grpc.ServerOption{grpc.ChainUnaryInterceptor(kc.intercept)}, NoConn: true})
-	conn := dialLoopback(t, b.Addr())
-	srv := bridge.New(conn, bridge.Options{MaxInFlight: 4096, CallTimeout: 20 * time.Second, WSPingInterval: -1})
-	srv.Update(discoverOrFail(t, conn))
-	url := serveBridge(t, srv, nil)
+	e := newEnv(t, bridge.Options{MaxInFlight: 4096, CallTimeout: 20 * time.Second, WSPingInterval: -1}, withServer(grpc.ChainUnaryInterceptor(kc.intercept)), reconnecting())
+	url := e.url
 	client := newHTTPClient(t)
 	plan := &loadPlan{keys: make(map[string]bool)}
 

@@ -367,7 +367,7 @@ var leaks = []string{"goroutine ", "panic", ".go:", "runtime error", "rpc error:
 func TestMalformedInput(t *testing.T) {
 	checkLeaks(t)
 	const maxBody = 12 << 20
-	e := newLoopEnv(t, bridge.Options{MaxBodyBytes: maxBody, MaxResponseBytes: 64 << 20, CallTimeout: 5 * time.Second, MaxInFlight: 1 << 10}, nil)
+	e := newEnv(t, bridge.Options{MaxBodyBytes: maxBody, MaxResponseBytes: 64 << 20, CallTimeout: 5 * time.Second, MaxInFlight: 1 << 10}, reconnecting(), ownClient())
 	// A second http.Server on the same bridge with a short ReadTimeout,
 	// for the bodies that never end.
 	slowURL := serveBridge(t, e.bridge, func(hs *http.Server) { hs.ReadTimeout = 300 * time.Millisecond })
@@ -405,7 +405,7 @@ func TestMalformedInput(t *testing.T) {
 	}
 }
 
-func sendMalformed(t *testing.T, e *loopEnv, tc malformed) (int, http.Header, []byte) {
+func sendMalformed(t *testing.T, e *env, tc malformed) (int, http.Header, []byte) {
 	t.Helper()
 	method := tc.method
 	if method == "" {

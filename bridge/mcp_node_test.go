@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 // TestNodeMCPClients runs testdata/clients/mcp.test.mjs: the official MCP
@@ -21,26 +20,16 @@ import (
 // needs node and the npm packages (npm ci --prefix bridge/testdata/clients):
 // where either is missing it is skipped, and fails when CI is set.
 func TestNodeMCPClients(t *testing.T) {
+	t.Parallel()
 	node := nodeWith(t, "@modelcontextprotocol/sdk")
-	_, conn, addr := startBackendTCP(t)
-	reg, err := bridgereflect.Discover(context.Background(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve := func(opts bridge.Options, c bridge.Catalog) (*bridge.Server, string) {
-		srv := bridge.New(directConn(t, conn, addr), opts)
-		srv.Update(c)
-		hs := httptest.NewServer(srv)
-		t.Cleanup(hs.Close)
-		return srv, hs.URL
-	}
-	_, open := serve(bridge.Options{}, reg)
-	_, authed := serve(bridge.Options{Auth: newAuth(t)}, reg)
-	only, err := reg.Filter([]string{"helloworld.*"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	changing, changeURL := serve(bridge.Options{}, only)
+	// Three bridges in front of one backend: open, with authentication, and
+	// one serving helloworld only until /rediscover.
+	first := newEnv(t, bridge.Options{}, servedBy(netHTTP))
+	open := first.url
+	authed := newEnv(t, bridge.Options{Auth: newAuth(t)}, sharing(first), servedBy(netHTTP)).url
+	third := newEnv(t, bridge.Options{}, sharing(first), only("helloworld.*"), servedBy(netHTTP))
+	changing, changeURL := third.bridge, third.url
+	reg := discoverOrFail(t, first.conn)
 	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/rediscover" {
 			http.NotFound(w, r)
@@ -58,7 +47,7 @@ func TestNodeMCPClients(t *testing.T) {
 	cmd.Dir = nodeClients
 	cmd.Env = append(os.Environ(), "NO_COLOR=1",
 		"MCP_URL="+open+"/mcp", "MCP_AUTH_URL="+authed+"/mcp", "MCP_CHANGE_URL="+changeURL+"/mcp",
-		"MCP_CONTROL_URL="+control.URL, "MCP_BIN="+bin, "MCP_BACKEND="+addr)
+		"MCP_CONTROL_URL="+control.URL, "MCP_BIN="+bin, "MCP_BACKEND="+first.be.Addr())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test mcp.test.mjs: %v\n%s", err, out)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"slices"
 	"strings"
@@ -20,7 +19,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
 // The tools of the test services the MCP tests use.
@@ -137,6 +137,7 @@ func resultText(r *sdk.CallToolResult) string {
 }
 
 func TestMCPGoClientTools(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	c := mustConnectMCP(t, e.url, "")
 	if got := c.InitializeResult(); got == nil || got.Capabilities.Tools == nil || !got.Capabilities.Tools.ListChanged {
@@ -208,6 +209,7 @@ func TestMCPGoClientTools(t *testing.T) {
 }
 
 func TestMCPGoClientCalls(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	for _, v := range mcpVersions {
 		t.Run(v, func(t *testing.T) { testMCPCalls(t, e, mustConnectMCP(t, e.url, "", v)) })
@@ -284,11 +286,12 @@ func testMCPCalls(t *testing.T, e *env, c *mcpClient) {
 		}
 		// Notifications are handled apart from the result: wait for them.
 		var progress []*sdk.ProgressNotificationParams
-		for deadline := time.Now().Add(5 * time.Second); len(progress) < 3 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		await.Until(t, 5*time.Second, "3 progress notifications", func() bool {
 			c.mu.Lock()
 			progress = slices.Clone(c.progress)
 			c.mu.Unlock()
-		}
+			return len(progress) >= 3
+		})
 		if len(progress) != 3 {
 			t.Fatalf("want 3 progress notifications, got %d", len(progress))
 		}
@@ -314,6 +317,7 @@ func testMCPCalls(t *testing.T, e *env, c *mcpClient) {
 // messages arrive: the stream holds after its messages until the call is
 // cancelled, and its progress notifications arrive before that.
 func TestMCPProgressArrivesDuringTheStream(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	c := mustConnectMCP(t, e.url, "")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -325,30 +329,19 @@ func TestMCPProgressArrivesDuringTheStream(t *testing.T) {
 		_, err := c.CallTool(ctx, params)
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	await.Until(t, 10*time.Second, "2 progress notifications while the stream is open", func() bool {
 		c.mu.Lock()
-		n := len(c.progress)
-		c.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d progress notifications while the stream is open, want 2", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer c.mu.Unlock()
+		return len(c.progress) == 2
+	})
 	// Cancelling the call (notifications/cancelled) cancels the stream.
 	cancel()
 	<-done
-	select {
-	case <-e.backend.Cancelled("mcp-hold"):
-	case <-time.After(10 * time.Second):
-		t.Fatal("the backend's stream was not cancelled with the tool call")
-	}
+	await.Receive(t, 10*time.Second, "the backend's stream cancelled with the tool call", e.backend.Cancelled("mcp-hold"))
 }
 
 func TestMCPAuth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{Auth: newAuth(t)})
 	for _, v := range mcpVersions {
 		t.Run(v, func(t *testing.T) { testMCPAuth(t, e, v) })
@@ -410,6 +403,7 @@ func testMCPAuth(t *testing.T, e *env, v string) {
 }
 
 func TestMCPRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{RateLimit: 0.001, RateBurst: 1})
 	c := mustConnectMCP(t, e.url, "")
 	if r, err := callTool(t, c, toolCount, `{"key":"rl"}`); err != nil || r.IsError {
@@ -422,6 +416,7 @@ func TestMCPRateLimit(t *testing.T) {
 }
 
 func TestMCPDeadlineAndMetadata(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	hc := &http.Client{Transport: headers{"Grpc-Timeout": "100m"}.wrap(http.DefaultTransport.(*http.Transport).Clone())}
 	client := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil)
@@ -457,57 +452,40 @@ type roundTripper func(*http.Request) (*http.Response, error)
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestMCPListChanged(t *testing.T) {
+	t.Parallel()
 	for _, v := range mcpVersions {
 		t.Run(v, func(t *testing.T) { testMCPListChanged(t, v) })
 	}
 }
 
 func testMCPListChanged(t *testing.T, v string) {
-	_, conn, addr := startBackendTCP(t)
-	reg, err := bridgereflect.Discover(context.Background(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := bridge.New(directConn(t, conn, addr), bridge.Options{})
+	e := newEnv(t, bridge.Options{}, only("helloworld.*"), servedBy(netHTTP))
+	srv, reg := e.bridge, discoverOrFail(t, e.conn)
 	only, err := reg.Filter([]string{"helloworld.*"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Update(only)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	c := mustConnectMCP(t, hs.URL, "", v)
+	c := mustConnectMCP(t, e.url, "", v)
 	if got := toolNames(t, c); !slices.Equal(got, []string{toolHello}) {
 		t.Fatalf("before: %v", got)
 	}
 	// The same services again: nothing changed, nothing is sent.
 	srv.Update(only)
-	select {
-	case <-c.changed:
-		t.Fatal("list_changed after a discovery that changed nothing")
-	case <-time.After(300 * time.Millisecond):
-	}
+	await.Holds(t, 300*time.Millisecond, "no list_changed after a discovery that changed nothing", func() bool { return len(c.changed) == 0 })
 	srv.Update(reg) // a re-discovery that finds more
-	select {
-	case <-c.changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed after re-discovery")
-	}
+	await.Receive(t, 10*time.Second, "notifications/tools/list_changed after re-discovery", c.changed)
 	if got := toolNames(t, c); !slices.Contains(got, toolCount) || !slices.Contains(got, toolHello) {
 		t.Fatalf("after: %v", got)
 	}
 	srv.Update(only) // and one that finds fewer
-	select {
-	case <-c.changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed after the methods went away")
-	}
+	await.Receive(t, 10*time.Second, "notifications/tools/list_changed after the methods went away", c.changed)
 	if got := toolNames(t, c); !slices.Equal(got, []string{toolHello}) {
 		t.Fatalf("after removal: %v", got)
 	}
 }
 
 func TestMCPOff(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{DisableMCP: true})
 	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
 		code, _ := e.do(t, method, "/mcp", "application/json", `{}`)
@@ -588,7 +566,8 @@ func marshal(t testing.TB, v any) string {
 // TestMCPGoClientStdio runs the mcp command of the built binary under the
 // Go SDK's CommandTransport: the same tools over stdio, logs on stderr.
 func TestMCPGoClientStdio(t *testing.T) {
-	_, _, addr := startBackendTCP(t)
+	t.Parallel()
+	addr := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true}).Addr()
 	bin := buildBridge(t)
 	var stderr strings.Builder
 	cmd := exec.Command(bin, "mcp", "--backend", addr, "--log-level", "debug")
@@ -630,11 +609,12 @@ func TestMCPGoClientStdio(t *testing.T) {
 		t.Fatalf("ServerStream over stdio: %v %+v", err, r)
 	}
 	var progress []*sdk.ProgressNotificationParams
-	for deadline := time.Now().Add(5 * time.Second); len(progress) < 2 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	await.Until(t, 5*time.Second, "2 progress notifications over stdio", func() bool {
 		c.mu.Lock()
 		progress = slices.Clone(c.progress)
 		c.mu.Unlock()
-	}
+		return len(progress) >= 2
+	})
 	if len(progress) != 2 {
 		t.Errorf("over stdio: %d progress notifications, want 2", len(progress))
 	}
@@ -669,6 +649,7 @@ func (l *lockedWriter) String() string {
 // (allowed_hosts, cors_origins), against DNS rebinding and pages of other
 // origins.
 func TestMCPHostAndOrigin(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{AllowedHosts: []string{"localhost"}})
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	for _, tt := range []struct {
@@ -706,19 +687,10 @@ func TestMCPHostAndOrigin(t *testing.T) {
 // TestMCPClientCertificate: an identity by client certificate (mTLS) is
 // the caller of its tool calls, as of its POST / calls.
 func TestMCPClientCertificate(t *testing.T) {
+	t.Parallel()
 	ca := newCA(t, "test CA")
 	auth := newAuth(t, bridge.Identity{Name: "cert-svc", ClientCerts: []string{"cn:svc.example"}, Allow: []string{"test.v1.TestService.Peek"}})
-	_, conn := startBackend(t)
-	reg, err := bridgereflect.Discover(t.Context(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := bridge.New(conn, bridge.Options{Auth: auth})
-	srv.Update(reg)
-	hs := httptest.NewUnstartedServer(srv)
-	hs.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool}
-	hs.StartTLS()
-	t.Cleanup(hs.Close)
+	hs := newEnv(t, bridge.Options{Auth: auth}, onBufconn(), onTLS(&tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.pool})).hs
 	tr := hs.Client().Transport.(*http.Transport).Clone()
 	cert := ca.leaf(t, "svc.example", "")
 	tr.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
@@ -745,9 +717,11 @@ func TestMCPClientCertificate(t *testing.T) {
 // id and identity to the backend, and is logged and counted as a POST /
 // call is.
 func TestMCPSamePath(t *testing.T) {
+	t.Parallel()
 	var log syncBuf
 	m := newMetrics(t)
-	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t), Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&log, nil))})
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Auth: newAuth(t), Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&log, nil))}, recording(rec))
 	hc := &http.Client{Transport: headers{
 		"Authorization": "Bearer reader-token-0123456789", "Grpc-Metadata-Tenant": "t1", "X-Request-Id": "mcp-request-1",
 	}.wrap(http.DefaultTransport.(*http.Transport).Clone())}
@@ -824,17 +798,9 @@ func r0(t *testing.T, c *mcpClient, tool string) *sdk.CallToolResult {
 // TestMCPStdioListChanged: a session over stdio (ServeStdio, as the mcp
 // command serves it) is told of a re-discovery too.
 func TestMCPStdioListChanged(t *testing.T) {
-	_, conn, addr := startBackendTCP(t)
-	reg, err := bridgereflect.Discover(t.Context(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	only, err := reg.Filter([]string{"helloworld.*"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := bridge.New(directConn(t, conn, addr), bridge.Options{})
-	srv.Update(only)
+	t.Parallel()
+	e := newEnv(t, bridge.Options{}, only("helloworld.*"))
+	srv, reg := e.bridge, discoverOrFail(t, e.conn)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(t.Context())
@@ -857,11 +823,7 @@ func TestMCPStdioListChanged(t *testing.T) {
 		t.Fatalf("before: %v", got)
 	}
 	srv.Update(reg)
-	select {
-	case <-changed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notifications/tools/list_changed over stdio")
-	}
+	await.Receive(t, 10*time.Second, "notifications/tools/list_changed over stdio", changed)
 	if got := toolNames(t, c); !slices.Contains(got, toolEcho) {
 		t.Fatalf("after: %v", got)
 	}
@@ -875,6 +837,7 @@ func TestMCPStdioListChanged(t *testing.T) {
 // TestMCPMaxSessions: past MaxMCPSessions a new session gets HTTP 429,
 // and a closed one makes room.
 func TestMCPMaxSessions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{MaxMCPSessions: 2})
 	a := mustConnectMCP(t, e.url, "")
 	mustConnectMCP(t, e.url, "")
@@ -888,17 +851,10 @@ func TestMCPMaxSessions(t *testing.T) {
 		t.Fatalf("%v %+v", err, r)
 	}
 	a.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	await.NoError(t, 5*time.Second, "a new session after closing one", func() error {
 		_, err := connectMCP(t, e.url, "")
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after closing a session, a new one: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestMCPMalformedBodies: a POST /mcp body that is not a JSON-RPC message
@@ -907,6 +863,7 @@ func TestMCPMaxSessions(t *testing.T) {
 // (encoding/json's errors, Go type names such as jsonrpc2.wireDecode or
 // map[string]interface {}) nor the body quoted back.
 func TestMCPMalformedBodies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	for _, tc := range []struct {
 		name, body string
@@ -926,7 +883,7 @@ func TestMCPMalformedBodies(t *testing.T) {
 			}
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -963,6 +920,7 @@ func TestMCPMalformedBodies(t *testing.T) {
 // or notification with the id in the wrong place. Each reply is one
 // JSON-RPC error with the request's id, where it has one.
 func TestMCPSDKRepliesInJSONRPC(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	post := func(t *testing.T, session, body string) (*http.Response, string) {
 		t.Helper()
@@ -976,7 +934,7 @@ func TestMCPSDKRepliesInJSONRPC(t *testing.T) {
 		if session != "" {
 			req.Header.Set("Mcp-Session-Id", session)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

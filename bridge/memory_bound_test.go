@@ -23,9 +23,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 // The tests of this file attack the bridge's memory as a hostile client
@@ -74,6 +73,7 @@ type bigBackend struct {
 	mu     sync.Mutex
 	fields map[[2]int][]byte // by field number and size
 	sent   atomic.Int64      // stream messages sent
+	ended  atomic.Int64      // ServerStream calls returned
 }
 
 // field is the encoding of string field num holding n bytes.
@@ -104,6 +104,7 @@ func (b *bigBackend) echo(_ any, _ context.Context, dec func(any) error, _ grpc.
 }
 
 func (b *bigBackend) serverStream(_ any, ss grpc.ServerStream) error {
+	defer b.ended.Add(1)
 	var in rawMsg
 	if err := ss.RecvMsg(&in); err != nil {
 		return err
@@ -135,38 +136,24 @@ func holdStream(_ any, ss grpc.ServerStream) error {
 func newBigEnv(t testing.TB, opts bridge.Options, direct bool) (*env, *bigBackend) {
 	t.Helper()
 	b := &bigBackend{fields: map[[2]int][]byte{}}
-	be := testserver.Start(t, testserver.Options{
-		Addr: testserver.Loopback,
-		Services: []testserver.Service{func(gs *grpc.Server) {
-			gs.RegisterService(&grpc.ServiceDesc{
-				ServiceName: "test.v1.TestService",
-				HandlerType: (*any)(nil),
-				Methods:     []grpc.MethodDesc{{MethodName: "Echo", Handler: b.echo}},
-				Streams: []grpc.StreamDesc{
-					{StreamName: "ServerStream", Handler: b.serverStream, ServerStreams: true},
-					{StreamName: "ClientStream", Handler: holdStream, ClientStreams: true},
-				},
-				Metadata: "test.proto",
-			}, b)
-		}},
+	e := newEnv(t, opts, withServices(func(gs *grpc.Server) {
+		gs.RegisterService(&grpc.ServiceDesc{
+			ServiceName: "test.v1.TestService",
+			HandlerType: (*any)(nil),
+			Methods:     []grpc.MethodDesc{{MethodName: "Echo", Handler: b.echo}},
+			Streams: []grpc.StreamDesc{
+				{StreamName: "ServerStream", Handler: b.serverStream, ServerStreams: true},
+				{StreamName: "ClientStream", Handler: holdStream, ClientStreams: true},
+			},
+			Metadata: "test.proto",
+		}, b)
+	}),
 		// A fixed window, so that a stream the backend does not read holds
 		// the bridge back after a known amount.
-		Server: []grpc.ServerOption{grpc.ForceServerCodecV2(rawServerCodec{}), grpc.InitialWindowSize(64 << 10), grpc.InitialConnWindowSize(16 << 20)},
-		Dial:   bridge.BackendDialOptions(opts),
-	})
-	conn, addr := be.Conn(), be.Addr()
-	reg, err := bridgereflect.Discover(context.Background(), conn)
-	if err != nil {
-		t.Fatalf("discover: %v", err)
-	}
-	var c grpc.ClientConnInterface = conn
-	if direct {
-		c = directConn(t, conn, addr)
-	}
-	srv := bridge.New(c, opts)
-	srv.Update(reg)
-	url := serveBridge(t, srv, nil)
-	return &env{url: url, bridge: srv, conn: conn}, b
+		withServer(grpc.ForceServerCodecV2(rawServerCodec{}), grpc.InitialWindowSize(64<<10), grpc.InitialConnWindowSize(16<<20)),
+		withDial(bridge.BackendDialOptions(opts)...),
+		directIf(direct))
+	return e, b
 }
 
 // heapWatch samples the heap of the process until it is stopped, with the
@@ -263,7 +250,7 @@ func legitClients(t *testing.T, e *env) (stop func()) {
 					continue
 				}
 				ok.Add(1)
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // pacing, not a wait: a legitimate client's rate
 			}
 		})
 	}
@@ -282,7 +269,7 @@ func legitClients(t *testing.T, e *env) (stop func()) {
 // postBig posts body and reads the reply into buf, made beforehand.
 func postBig(t *testing.T, url, body string, buf *bytes.Buffer) (int, []byte) {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	resp, err := testClient.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +411,9 @@ func TestStreamWSMemoryBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Let the bridge buffer all it will, and check that it holds.
+	// Let the bridge buffer all it will, and check that it holds. The
+	// bound is a "never" (await.Holds), sampled once a second because
+	// each sample collects garbage.
 	var live int64
 	for range 3 {
 		time.Sleep(time.Second)
@@ -467,7 +456,7 @@ func TestReplyBudget(t *testing.T) {
 			if direct {
 				e = newEnv(t, opts)
 			} else {
-				e = newEnvGRPCGo(t, opts)
+				e = newEnv(t, opts, onBufconn())
 			}
 			// One at a time: the small unary call and two streams fit,
 			// the third stream does not.
@@ -536,7 +525,11 @@ func TestStreamWSBufferBytes(t *testing.T) {
 			if b, err := w.recvRaw(); err != nil || !bytes.Contains(b, []byte(`"result":{"stream":"s1"}`)) {
 				t.Fatalf("got %.300s, %v, want the batch's reply", b, err)
 			}
-			time.Sleep(1500 * time.Millisecond) // past slow_client_timeout, reading nothing
+			// Reading nothing until slow_client_timeout has passed and the
+			// bridge has ended every stream, cancelling its backend call.
+			await.Until(t, 20*time.Second, "the bridge to end the streams of a client that reads nothing", func() bool {
+				return backend.ended.Load() == int64(tt.streams)
+			})
 			sent := backend.sent.Load()
 			t.Logf("%d streams of %d x %d MiB not read: the backend sent %d messages", tt.streams, count, size>>20, sent)
 			// What the sockets hold, the window per stream and one message

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,10 +18,10 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 func TestMetadataSize(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		md   metadata.MD
 		want int64
@@ -62,23 +61,11 @@ func newCountingEnv(t *testing.T, direct bool, opts bridge.Options) countingEnv 
 		}
 		return h(srv, ss)
 	}
-	ts, conn, addr := startBackendTCP(t, grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream))
-	reg, err := bridgereflect.Discover(t.Context(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var log syncBuffer
 	opts.Metrics = newMetrics(t)
 	opts.AccessLog = slog.New(slog.NewJSONHandler(&log, nil))
-	var c grpc.ClientConnInterface = conn
-	if direct {
-		c = directConn(t, conn, addr)
-	}
-	srv := bridge.New(c, opts)
-	srv.Update(reg)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return countingEnv{env: &env{url: hs.URL, backend: ts, bridge: srv, conn: conn}, calls: calls, log: &log}
+	e := newEnv(t, opts, withServer(grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream)), directIf(direct), servedBy(netHTTP))
+	return countingEnv{env: e, calls: calls, log: &log}
 }
 
 // TestMaxMetadataBytes: a request whose forwarded metadata (the selected
@@ -88,6 +75,7 @@ func newCountingEnv(t *testing.T, direct bool, opts bridge.Options) countingEnv 
 // paths, for single calls, batches and streams over POST, and for the
 // WebSocket upgrade. Headers the bridge does not forward do not count.
 func TestMaxMetadataBytes(t *testing.T) {
+	t.Parallel()
 	const limit = 1024
 	const rid = "rid-1" // x-request-id: 12 + 5 + 32 = 49 bytes
 	hello := `{"jsonrpc":"2.0","id":1,"method":"helloworld.Greeter.SayHello","params":{"name":"a"}}`

@@ -55,11 +55,12 @@ func serveWith(e *env, body string, header http.Header) *httptest.ResponseRecord
 const echoCall = `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Echo","params":{"fString":"x"}}`
 
 func TestMetadataForwarding(t *testing.T) {
+	t.Parallel()
 	var rec mdRecorder
-	e := newEnvWith(t, bridge.Options{Metadata: bridge.Metadata{
+	e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{
 		RequestHeaders:  []string{"authorization", "X-Request-Id", "Keep-Alive", "Host", "x-raw-bin"},
 		ResponseHeaders: []string{"X-Backend-Version", "x-checksum-bin", "x-cost", "content-type"},
-	}}, grpc.UnaryInterceptor(rec.intercept))
+	}}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 
 	w := serveWith(e, echoCall, http.Header{
 		"Authorization":             {"Bearer t0ken"},
@@ -124,9 +125,9 @@ func TestMetadataForwarding(t *testing.T) {
 }
 
 func TestConnectionOptionIsNotForwarded(t *testing.T) {
+	t.Parallel()
 	var rec mdRecorder
-	e := newEnvWith(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Hop", "X-Keep"}}},
-		grpc.UnaryInterceptor(rec.intercept))
+	e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Hop", "X-Keep"}}}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 	serveWith(e, echoCall, http.Header{"Connection": {"keep-alive, x-hop"}, "X-Hop": {"1"}, "X-Keep": {"2"}})
 	md := rec.last(t)
 	if got := md.Get("x-hop"); len(got) != 0 {
@@ -138,8 +139,9 @@ func TestConnectionOptionIsNotForwarded(t *testing.T) {
 }
 
 func TestNoMetadataConfigured(t *testing.T) {
+	t.Parallel()
 	var rec mdRecorder
-	e := newEnvWith(t, bridge.Options{}, grpc.UnaryInterceptor(rec.intercept))
+	e := newEnv(t, bridge.Options{}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 	w := serveWith(e, echoCall, http.Header{"Authorization": {"Bearer x"}, "Grpc-Metadata-Tenant": {"acme"}})
 	md := rec.last(t)
 	if len(md.Get("authorization")) != 0 || len(md.Get("tenant")) != 1 {
@@ -151,6 +153,7 @@ func TestNoMetadataConfigured(t *testing.T) {
 }
 
 func TestBadMetadataIsInvalidRequest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"X-Name"}}})
 	tests := []struct {
 		name   string
@@ -170,6 +173,7 @@ func TestBadMetadataIsInvalidRequest(t *testing.T) {
 }
 
 func TestForbiddenHeader(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"Connection", "te", "Transfer-Encoding", "Upgrade", "Host", "content-type", "grpc-timeout", ":authority", "bad header", ""} {
 		if bridge.ForbiddenHeader(name) == "" {
 			t.Errorf("ForbiddenHeader(%q) = \"\", want a reason", name)
@@ -186,9 +190,9 @@ func TestForbiddenHeader(t *testing.T) {
 // one Grpc-Metadata-* header twice each, over HTTP/1.1 and HTTP/2: every
 // value reaches the backend, in order, as values of one metadata key.
 func TestRepeatedHeadersForwardEveryValue(t *testing.T) {
+	t.Parallel()
 	var rec mdRecorder
-	e := newEnvWith(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"x-foo"}}},
-		grpc.UnaryInterceptor(rec.intercept))
+	e := newEnv(t, bridge.Options{Metadata: bridge.Metadata{RequestHeaders: []string{"x-foo"}}}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 	tests := []struct {
 		name  string
 		http2 bool

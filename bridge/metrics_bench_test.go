@@ -9,17 +9,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
-	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
 // BenchmarkFrontDoor measures what authentication, authorisation, rate
 // limiting and metrics add to one call.
 func BenchmarkFrontDoor(b *testing.B) {
-	_, conn := startBackend(b)
-	reg, err := bridgereflect.Discover(b.Context(), conn)
-	if err != nil {
-		b.Fatal(err)
-	}
 	m, err := bridge.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		b.Fatal(err)
@@ -32,8 +26,7 @@ func BenchmarkFrontDoor(b *testing.B) {
 		{"guarded", bridge.Options{Auth: newAuth(b), Metrics: m, RateLimit: 1e9}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			srv := bridge.New(conn, bc.opts)
-			srv.Update(reg)
+			srv := newEnv(b, bc.opts, onBufconn()).bridge
 			body := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","params":{"name":"bench"},"id":1}`
 			b.ReportAllocs()
 			for b.Loop() {

@@ -49,7 +49,7 @@ func newMetrics(t *testing.T) *bridge.Metrics {
 // scrape fetches /metrics and parses it.
 func scrape(t *testing.T, e *env) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(e.url + "/metrics")
+	resp, err := testClient.Get(e.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +91,7 @@ next:
 }
 
 func TestMetricsAfterKnownCalls(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	e := newEnv(t, bridge.Options{Metrics: m, Auth: newAuth(t)})
 	m.WatchBackend("main", e.conn)
@@ -175,9 +176,11 @@ func TestMetricsAfterKnownCalls(t *testing.T) {
 }
 
 func TestAccessLog(t *testing.T) {
+	t.Parallel()
 	var buf syncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
-	e, rec := recordedEnv(t, bridge.Options{AccessLog: log, Auth: newAuth(t)})
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{AccessLog: log, Auth: newAuth(t)}, recording(rec))
 	h := bearer("reader-token-0123456789")
 	h.Set("X-Request-Id", "req-42")
 	h.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
@@ -257,6 +260,7 @@ func TestAccessLog(t *testing.T) {
 // protojson (a FieldMask, which has no fast form) is counted in
 // jsonrpc_bridge_fast_path_fallbacks_total, by direction and reason.
 func TestFastPathFallbackMetric(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{Metrics: newMetrics(t)})
 	before := fallbacks(t, scrape(t, e))
 	r, _ := postAs(t, e.url, nil, `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Echo","params":{"wktFieldMask":"a.b"}}`)

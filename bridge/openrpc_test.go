@@ -17,6 +17,7 @@ import (
 )
 
 func TestDiscoverAndOpenRPCJSONAreIdentical(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{Document: mapping.DocumentInfo{Title: "Test", Version: "3.0.0"}})
 	code, served := e.do(t, http.MethodGet, "/openrpc.json", "", "")
 	if code != http.StatusOK {
@@ -210,6 +211,7 @@ func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 // params match the params schemas and the results the result schema. A
 // table of params the bridge rejects with -32602 fails the schemas too.
 func TestDemoCallsMatchTheDocument(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	s := serveDocument(t, e)
 	calls := []struct{ method, params string }{
@@ -305,6 +307,7 @@ func TestDemoCallsMatchTheDocument(t *testing.T) {
 
 // The document follows the registry: a new Update serves a new document.
 func TestDocumentFollowsUpdate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	_, before := e.do(t, http.MethodGet, "/openrpc.json", "", "")
 	e.bridge.Update(onlyMethods{})
@@ -350,6 +353,7 @@ func (onlyMethods) Types() *protoregistry.Types              { return new(protor
 // x-grpc-streaming.websocket.result, and every rpc.stream.message and
 // rpc.stream.end notification matches the schema of its params there.
 func TestWebSocketStreamsMatchTheDocument(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, bridge.Options{})
 	s := serveDocument(t, e)
 	w := dialWS(t, e)

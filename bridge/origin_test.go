@@ -37,7 +37,7 @@ func hostReq(t *testing.T, e *env, method, path, host string, h http.Header, bod
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,10 +90,12 @@ const countCall = `{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.Count",
 // callers without Origin (scripts), same-origin pages and listed origins
 // are answered.
 func TestCSRF(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	var log syncBuffer
-	e, rec := recordedEnv(t, bridge.Options{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&log, nil)),
-		CORSOrigins: []string{"https://app.example"}, AllowedHosts: loopbackHosts})
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&log, nil)),
+		CORSOrigins: []string{"https://app.example"}, AllowedHosts: loopbackHosts}, recording(rec))
 	self := "http://127.0.0.1:" + e.port(t)
 
 	for _, origin := range []string{"https://evil.example", "null", "https://app.example.evil.example",
@@ -155,8 +157,10 @@ func TestCSRF(t *testing.T) {
 // token; a browser's client certificate would be the same): 403, nothing
 // runs, and the refusal names no identity.
 func TestCSRFWithCredentials(t *testing.T) {
+	t.Parallel()
 	var log syncBuffer
-	e, rec := recordedEnv(t, bridge.Options{Auth: newAuth(t), AccessLog: slog.New(slog.NewJSONHandler(&log, nil))})
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Auth: newAuth(t), AccessLog: slog.New(slog.NewJSONHandler(&log, nil))}, recording(rec))
 	h := bearer(callers[0].token)
 	h.Set("Origin", "https://evil.example")
 	h.Set("Content-Type", "text/plain")
@@ -189,8 +193,10 @@ func jsonQuote(t *testing.T, s string) string {
 // every endpoint that serves data, before anything runs; probes and
 // metrics answer any Host.
 func TestDNSRebinding(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
-	e, rec := recordedEnv(t, bridge.Options{Metrics: m, AllowedHosts: loopbackHosts})
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Metrics: m, AllowedHosts: loopbackHosts}, recording(rec))
 	port := e.port(t)
 	evil := "rebound.evil.example:" + port
 	sameOrigin := http.Header{"Origin": {"http://" + evil}, "Content-Type": {"text/plain"}}
@@ -242,7 +248,7 @@ func TestDNSRebinding(t *testing.T) {
 
 	// Without AllowedHosts (the library's default) and with "*", any Host.
 	for _, hosts := range [][]string{nil, {"*"}, {"*.evil.example"}} {
-		e, _ := recordedEnv(t, bridge.Options{AllowedHosts: hosts})
+		e := newEnv(t, bridge.Options{AllowedHosts: hosts})
 		if resp, body := hostReq(t, e, http.MethodPost, "/", "rebound.evil.example:"+e.port(t), nil, countCall); resp.StatusCode != http.StatusOK {
 			t.Errorf("AllowedHosts %q: got HTTP %d %s, want 200", hosts, resp.StatusCode, body)
 		}
@@ -253,12 +259,14 @@ func TestDNSRebinding(t *testing.T) {
 // browser needs; any other origin gets 403 without CORS headers, and so
 // does every origin when none is listed.
 func TestCORSPreflight(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
-	e, rec := recordedEnv(t, bridge.Options{Metrics: m, Auth: newAuth(t),
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{Metrics: m, Auth: newAuth(t),
 		CORSOrigins:      []string{"https://app.example", "https://*.apps.example", "http://localhost:*"},
 		WSOriginPatterns: []string{"legacy.example"},
 		Metadata:         bridge.Metadata{RequestHeaders: []string{"x-tenant"}, ResponseHeaders: []string{"x-served-by"}},
-	})
+	}, recording(rec))
 	preflight := func(path, origin, headers string) (*http.Response, []byte) {
 		t.Helper()
 		h := http.Header{"Origin": {origin}, "Access-Control-Request-Method": {"POST"}}
@@ -342,7 +350,7 @@ func TestCORSPreflight(t *testing.T) {
 	}
 
 	// No origins listed: no CORS headers at all, preflights refused.
-	e2, _ := recordedEnv(t, bridge.Options{})
+	e2 := newEnv(t, bridge.Options{})
 	resp, _ = hostReq(t, e2, http.MethodOptions, "/", "", http.Header{"Origin": {"https://app.example"}, "Access-Control-Request-Method": {"POST"}}, "")
 	if resp.StatusCode != http.StatusForbidden || len(corsHeaders(resp)) != 0 || varyOrigin(resp) {
 		t.Errorf("preflight without cors_origins: got HTTP %d %v, want 403 without CORS headers", resp.StatusCode, resp.Header)
@@ -370,8 +378,9 @@ func equalHeaders(a, b http.Header) bool {
 // cors_origins or its alias ws_origin_patterns) and same-origin pages
 // connect.
 func TestWebSocketOriginAndHost(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
-	e, _ := recordedEnv(t, bridge.Options{Metrics: m, AllowedHosts: loopbackHosts,
+	e := newEnv(t, bridge.Options{Metrics: m, AllowedHosts: loopbackHosts,
 		CORSOrigins: []string{"https://app.example"}, WSOriginPatterns: []string{"*.legacy.example"}})
 	port := e.port(t)
 	for _, tt := range []struct {
@@ -424,7 +433,8 @@ func varyOrigin(resp *http.Response) bool {
 // the answer's header once grew by a copy per name, 2 s of CPU, gigabytes
 // allocated).
 func TestPreflightManyHeaders(t *testing.T) {
-	e, _ := recordedEnv(t, bridge.Options{CORSOrigins: []string{"https://app.example"}})
+	// Not parallel: it bounds the time of one request (a second).
+	e := newEnv(t, bridge.Options{CORSOrigins: []string{"https://app.example"}})
 	const n = 15000
 	names := make([]string, 0, 2*n)
 	for i := range 2 * n {
@@ -459,7 +469,9 @@ func TestPreflightManyHeaders(t *testing.T) {
 // request without Host stays 400, as net/http answers it, and an
 // HTTP/1.0 request with an unlisted Host stays 403.
 func TestHTTP10WithoutHost(t *testing.T) {
-	e, rec := recordedEnv(t, bridge.Options{AllowedHosts: loopbackHosts})
+	t.Parallel()
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{AllowedHosts: loopbackHosts}, recording(rec))
 	addr := strings.TrimPrefix(e.url, "http://")
 	length := "Content-Length: " + strconv.Itoa(len(countCall)) + "\r\n\r\n"
 	for _, tc := range []struct {

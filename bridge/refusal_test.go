@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -53,7 +52,7 @@ func sendPath(t *testing.T, method, u, path string, h http.Header, body io.Reade
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,17 +104,6 @@ func invalidReply(message string) string {
 	return `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"` + message + `"}}`
 }
 
-// newUndiscoveredEnv is newEnv before the backend's services are
-// discovered.
-func newUndiscoveredEnv(t testing.TB, opts bridge.Options) *env {
-	t.Helper()
-	ts, conn := startBackend(t)
-	srv := bridge.New(conn, opts)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, backend: ts, bridge: srv, conn: conn}
-}
-
 // upgradeHeaders are the headers of a WebSocket upgrade request, with
 // those of h and X-Request-Id rid.
 func upgradeHeaders(rid string, h http.Header) http.Header {
@@ -137,6 +125,7 @@ func upgradeHeaders(rid string, h http.Header) http.Header {
 // counted under its reason and logged, with metrics and the access log on
 // or off.
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	oversized := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","params":{"name":"` +
 		strings.Repeat("x", 2*refusalMaxBody) + `"},"id":1}`
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`
@@ -336,11 +325,11 @@ func TestRefusals(t *testing.T) {
 				if v.logging {
 					opts.AccessLog = slog.New(slog.NewJSONHandler(&buf, nil))
 				}
-				newEnv := newEnv
+				var shape []envOption
 				if tt.undiscovered {
-					newEnv = newUndiscoveredEnv
+					shape = []envOption{onBufconn(), undiscovered(), servedBy(netHTTP)}
 				}
-				e := newEnv(t, opts)
+				e := newEnv(t, opts, shape...)
 				rid := "refusal-" + strings.ReplaceAll(tt.name, "/", "-")
 
 				resp, body := tt.send(t, e.url, rid)
@@ -416,6 +405,7 @@ func TestRefusals(t *testing.T) {
 // with the caller's identity, and that a long detail taken from the
 // client is cut.
 func TestRefusalIdentity(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	var buf syncBuffer
 	e := newEnv(t, bridge.Options{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&buf, nil)), Auth: newAuth(t)})
@@ -447,6 +437,7 @@ func TestRefusalIdentity(t *testing.T) {
 // requests that are not refused, are neither counted nor logged as
 // refusals, and are answered as before.
 func TestRefusalsNotCounted(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	var buf syncBuffer
 	e := newEnv(t, bridge.Options{Metrics: m, AccessLog: slog.New(slog.NewJSONHandler(&buf, nil))})

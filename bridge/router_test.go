@@ -17,6 +17,7 @@ import (
 // each call to the backend offering it; the Server has no connection of
 // its own.
 func TestRouterCallsEachMethodOnItsBackend(t *testing.T) {
+	t.Parallel()
 	ts := testv1.NewServer()
 	tests := testserver.Start(t, testserver.Options{Services: []testserver.Service{testserver.Test(ts)}, Dial: backend.DialOptions()}).Conn()
 	greeter := testserver.Start(t, testserver.Options{Services: []testserver.Service{testserver.Greeter}, Dial: backend.DialOptions()}).Conn()

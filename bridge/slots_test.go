@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )
 
 // The attacks of issue 13, points 1 to 3, scaled down to small limits:
@@ -88,6 +89,8 @@ func slowBody(t *testing.T, u string, local net.IP, header string, i int, answer
 // the attacker are read at once (the others get 429 at once), and
 // body_timeout ends those with 408.
 func TestSlowBodiesTakeNoSlot(t *testing.T) {
+	// Not parallel: its checks race body_timeout (2 s), which a busy
+	// machine lost once beside parallel tests.
 	const maxInFlight, reads, attackers = 4, 8, 40
 	const bodyTimeout = 2 * time.Second
 	for _, tt := range []struct {
@@ -186,6 +189,7 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 // expiry frees the slot while the clients are still connected, and the
 // legitimate caller is answered again.
 func TestUnreadRepliesFreeSlots(t *testing.T) {
+	t.Parallel()
 	const maxInFlight = 4
 	const replyTimeout = time.Second
 	e := newEnv(t, bridge.Options{MaxInFlight: maxInFlight, ReplyTimeout: replyTimeout,
@@ -215,7 +219,7 @@ func TestUnreadRepliesFreeSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the attackers to hold every slot", func() bool { return inFlight(t, e) == maxInFlight })
+	await.Until(t, 10*time.Second, "the attackers to hold every slot", func() bool { return inFlight(t, e) == maxInFlight })
 	full := time.Now()
 	legit := func() int {
 		resp, _ := postAs(t, "http://"+addr, nil, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`)
@@ -226,24 +230,12 @@ func TestUnreadRepliesFreeSlots(t *testing.T) {
 	}
 	// The attackers stay connected, never reading; the deadline frees
 	// their slots all the same.
-	eventually(t, "the slots to be freed", func() bool { return inFlight(t, e) == 0 })
+	await.Until(t, 10*time.Second, "the slots to be freed", func() bool { return inFlight(t, e) == 0 })
 	t.Logf("the unread replies freed their slots %s after they were full (reply_timeout %s)", time.Since(full), replyTimeout)
 	for i := range 2 * maxInFlight {
 		if status := legit(); status != http.StatusOK {
 			t.Fatalf("legitimate call %d after reply_timeout: got HTTP %d, want 200", i, status)
 		}
-	}
-}
-
-// eventually polls f every 10 ms until it holds, for up to 10 seconds.
-func eventually(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -267,8 +259,8 @@ func TestWebSocketCallsCount(t *testing.T) {
 		checkLeaks(t)
 		const perConn, conns, frames, batch = 40, 2, 30, 20
 		g := newGate()
-		e := newEnvWith(t, bridge.Options{MaxInFlight: 8, MaxCallsPerConnection: perConn, MaxWSConnectionsPerClient: conns,
-			Auth: newAuth(t), Metrics: newMetrics(t), WSPingInterval: -1}, grpc.ChainUnaryInterceptor(g.intercept))
+		e := newEnv(t, bridge.Options{MaxInFlight: 8, MaxCallsPerConnection: perConn, MaxWSConnectionsPerClient: conns,
+			Auth: newAuth(t), Metrics: newMetrics(t), WSPingInterval: -1}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
 		attacker := &websocket.DialOptions{HTTPHeader: bearer("admin-token-0123456789")}
 		var ws []*wsClient
 		for range conns {
@@ -304,7 +296,8 @@ func TestWebSocketCallsCount(t *testing.T) {
 				t.Errorf("legitimate call %d during the attack: got HTTP %d %s, want 200", i, resp.StatusCode, body)
 			}
 		}
-		time.Sleep(200 * time.Millisecond) // room for calls past the bound to arrive
+		// Calls past the bound would arrive late: the bound holds a while.
+		await.Holds(t, 200*time.Millisecond, "at most max_calls_per_connection x connections calls at the backend", func() bool { return g.peak.Load() <= int64(conns*perConn) })
 		if peak, bound := g.peak.Load(), int64(conns*perConn); peak > bound {
 			t.Errorf("the backend ran %d calls of the attacker at once, want at most %d (max_calls_per_connection x connections)", peak, bound)
 		}
@@ -336,7 +329,7 @@ func TestWebSocketCallsCount(t *testing.T) {
 	t.Run("frames take max_in_flight slots", func(t *testing.T) {
 		checkLeaks(t)
 		g := newGate()
-		e := newEnvWith(t, bridge.Options{MaxInFlight: 2, Metrics: newMetrics(t), WSPingInterval: -1}, grpc.ChainUnaryInterceptor(g.intercept))
+		e := newEnv(t, bridge.Options{MaxInFlight: 2, Metrics: newMetrics(t), WSPingInterval: -1}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
 		w := dialWS(t, e)
 		w.send(sleepBatch(3, 1))
 		w.send(`{"jsonrpc":"2.0","method":"test.v1.TestService.Sleep","params":{},"id":4}`)
@@ -370,6 +363,6 @@ func TestWebSocketCallsCount(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, "the slots to be freed", func() bool { return inFlight(t, e) == 0 })
+		await.Until(t, 10*time.Second, "the slots to be freed", func() bool { return inFlight(t, e) == 0 })
 	})
 }

@@ -12,6 +12,7 @@ import (
 // cites exists: a Test, Fuzz or Benchmark function of the module, or a
 // transcript of TestTranscripts.
 func TestSpecComplianceNamesRealTests(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "spec-compliance.md"))
 	if err != nil {
 		t.Fatal(err)

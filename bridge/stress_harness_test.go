@@ -11,10 +11,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/backend"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/h1"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	bridgereflect "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/reflect"
 )
 
@@ -64,32 +62,6 @@ func serveBridge(t testing.TB, srv http.Handler, configure func(*http.Server)) s
 		front.Close()
 	})
 	return "http://" + lis.Addr().String()
-}
-
-// loopEnv is a bridge on loopback HTTP in front of a loopback backend
-// (testserver.Start with Addr testserver.Loopback) that a test can stop
-// and start again (Backend.Stop, Backend.Restart).
-type loopEnv struct {
-	*env
-	tcp    *testserver.Backend
-	client *http.Client
-}
-
-// newLoopEnv starts a backend with every service and serverOpts,
-// discovers it through a connection with dialOpts and serves a bridge with
-// opts in front of it.
-func newLoopEnv(t testing.TB, opts bridge.Options, serverOpts []grpc.ServerOption, dialOpts ...grpc.DialOption) *loopEnv {
-	t.Helper()
-	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: serverOpts, NoConn: true})
-	conn := dialLoopback(t, b.Addr(), dialOpts...)
-	srv := bridge.New(conn, opts)
-	srv.Update(discoverOrFail(t, conn))
-	url := serveBridge(t, srv, nil)
-	return &loopEnv{
-		env:    &env{url: url, backend: b.Test(), bridge: srv, conn: conn},
-		tcp:    b,
-		client: newHTTPClient(t),
-	}
 }
 
 // newHTTPClient returns a client with its own connection pool, closed

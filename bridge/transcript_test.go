@@ -68,18 +68,19 @@ func readTranscript(t *testing.T, path string) []step {
 }
 
 func TestTranscripts(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/transcripts/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no transcripts: %v", err)
 	}
 	for _, file := range files {
 		for _, path := range []struct {
-			name   string
-			newEnv func(testing.TB, bridge.Options) *env
-		}{{"direct", newEnv}, {"grpc-go", newEnvGRPCGo}} {
+			name string
+			path envOption
+		}{{"direct", via(direct)}, {"grpc-go", onBufconn()}} {
 			t.Run(strings.TrimSuffix(filepath.Base(file), ".txt")+"/"+path.name, func(t *testing.T) {
 				t.Parallel()
-				e := path.newEnv(t, bridge.Options{})
+				e := newEnv(t, bridge.Options{}, path.path)
 				for _, s := range readTranscript(t, file) {
 					code, body := e.post(t, s.send)
 					if code != s.status {
