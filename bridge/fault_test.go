@@ -98,7 +98,7 @@ func TestFaultBackendRestart(t *testing.T) {
 	checkLeaks(t)
 	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true})
 	conn := dialLoopback(t, b.Addr())
-	srv := bridge.New(conn, bridge.Options{CallTimeout: 5 * time.Second, MaxInFlight: 1024})
+	srv := bridge.New(conn, bridge.Options{Limits: bridge.Limits{CallTimeout: 5 * time.Second}, MaxInFlight: 1024})
 	srv.Update(discoverOrFail(t, conn))
 	url := serveBridge(t, srv, nil)
 	client := newHTTPClient(t)
@@ -228,7 +228,7 @@ func TestFaultStalledBackend(t *testing.T) {
 	reg := discoverOrFail(t, dialLoopback(t, real.Addr()))
 	conn := dialLoopback(t, stallListener(t))
 	const timeout = 300 * time.Millisecond
-	srv := bridge.New(conn, bridge.Options{CallTimeout: timeout})
+	srv := bridge.New(conn, bridge.Options{Limits: bridge.Limits{CallTimeout: timeout}})
 	srv.Update(reg)
 	url := serveBridge(t, srv, nil)
 	client := newHTTPClient(t)
@@ -326,7 +326,7 @@ func (s *sleepWatch) waitEnded(t *testing.T, n int, want error) {
 func TestFaultSlowBackend(t *testing.T) {
 	checkLeaks(t)
 	sw := newSleepWatch()
-	e := newLoopEnv(t, bridge.Options{CallTimeout: 200 * time.Millisecond, MaxCallTimeout: time.Minute},
+	e := newLoopEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: 200 * time.Millisecond, MaxCallTimeout: time.Minute}},
 		[]grpc.ServerOption{grpc.ChainUnaryInterceptor(sw.intercept)})
 	sleep := func(id string) string { return req("test.v1.TestService.Sleep", `{"duration":"30s"}`, id) }
 	t.Run("single", func(t *testing.T) {
@@ -404,7 +404,7 @@ func TestFaultBackendChangesServices(t *testing.T) {
 	checkLeaks(t)
 	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, NoConn: true})
 	conn := dialLoopback(t, b.Addr())
-	srv := bridge.New(conn, bridge.Options{CallTimeout: 5 * time.Second})
+	srv := bridge.New(conn, bridge.Options{Limits: bridge.Limits{CallTimeout: 5 * time.Second}})
 	url := serveBridge(t, srv, nil)
 	client := newHTTPClient(t)
 
@@ -462,7 +462,7 @@ func TestFaultBackendChangesServices(t *testing.T) {
 func TestFaultClientDisconnects(t *testing.T) {
 	checkLeaks(t)
 	sw := newSleepWatch()
-	e := newLoopEnv(t, bridge.Options{CallTimeout: time.Minute}, []grpc.ServerOption{grpc.ChainUnaryInterceptor(sw.intercept)})
+	e := newLoopEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: time.Minute}}, []grpc.ServerOption{grpc.ChainUnaryInterceptor(sw.intercept)})
 	sleep := func(id string) string { return req("test.v1.TestService.Sleep", `{"duration":"50s"}`, id) }
 	post := func(t *testing.T, body string, calls int) {
 		ctx, cancel := context.WithCancel(t.Context())

@@ -276,7 +276,7 @@ func runLoad(t *testing.T, size loadSize) {
 	kc := newKeyCounter()
 	b := testserver.Start(t, testserver.Options{Addr: testserver.Loopback, Server: []grpc.ServerOption{grpc.ChainUnaryInterceptor(kc.intercept)}, NoConn: true})
 	conn := dialLoopback(t, b.Addr())
-	srv := bridge.New(conn, bridge.Options{MaxInFlight: 4096, CallTimeout: 20 * time.Second, WSPingInterval: -1})
+	srv := bridge.New(conn, bridge.Options{MaxInFlight: 4096, Limits: bridge.Limits{CallTimeout: 20 * time.Second}, Streaming: bridge.Streaming{WSPingInterval: -1}})
 	srv.Update(discoverOrFail(t, conn))
 	url := serveBridge(t, srv, nil)
 	client := newHTTPClient(t)

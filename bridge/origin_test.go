@@ -255,9 +255,9 @@ func TestDNSRebinding(t *testing.T) {
 func TestCORSPreflight(t *testing.T) {
 	m := newMetrics(t)
 	e, rec := recordedEnv(t, bridge.Options{Metrics: m, Auth: newAuth(t),
-		CORSOrigins:      []string{"https://app.example", "https://*.apps.example", "http://localhost:*"},
-		WSOriginPatterns: []string{"legacy.example"},
-		Metadata:         bridge.Metadata{RequestHeaders: []string{"x-tenant"}, ResponseHeaders: []string{"x-served-by"}},
+		CORSOrigins: []string{"https://app.example", "https://*.apps.example", "http://localhost:*"},
+		Streaming:   bridge.Streaming{WSOriginPatterns: []string{"legacy.example"}},
+		Metadata:    bridge.Metadata{RequestHeaders: []string{"x-tenant"}, ResponseHeaders: []string{"x-served-by"}},
 	})
 	preflight := func(path, origin, headers string) (*http.Response, []byte) {
 		t.Helper()
@@ -372,7 +372,7 @@ func equalHeaders(a, b http.Header) bool {
 func TestWebSocketOriginAndHost(t *testing.T) {
 	m := newMetrics(t)
 	e, _ := recordedEnv(t, bridge.Options{Metrics: m, AllowedHosts: loopbackHosts,
-		CORSOrigins: []string{"https://app.example"}, WSOriginPatterns: []string{"*.legacy.example"}})
+		CORSOrigins: []string{"https://app.example"}, Streaming: bridge.Streaming{WSOriginPatterns: []string{"*.legacy.example"}}})
 	port := e.port(t)
 	for _, tt := range []struct {
 		name, host, origin string
