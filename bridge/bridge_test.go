@@ -53,7 +53,7 @@ func TestIDIsEchoedByteForByte(t *testing.T) {
 
 func TestHTTP(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, bridge.Options{MaxBodyBytes: 1024})
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{MaxBodyBytes: 1024}})
 	hello := `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","params":{"name":"Ada"},"id":1}`
 	tests := []struct {
 		name, method, path, contentType, body string
@@ -114,7 +114,7 @@ func TestHTTP(t *testing.T) {
 
 func TestBodyOverLimitWithoutContentLength(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, bridge.Options{MaxBodyBytes: 1024})
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{MaxBodyBytes: 1024}})
 	// A reader of unknown length makes the client send a chunked body.
 	pr, pw := net.Pipe()
 	go func() {
@@ -145,7 +145,7 @@ func TestNotificationGets204WithEmptyBody(t *testing.T) {
 
 func TestBatchOverMaxBatchSizeRunsNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, bridge.Options{MaxBatchSize: 3})
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{MaxBatchSize: 3}})
 	member := `{"jsonrpc":"2.0","method":"test.v1.TestService.Count","params":{"key":"big"},"id":1}`
 	r := e.call(t, "["+strings.Repeat(member+",", 3)+member+"]")
 	if got := errCode(t, r); got != -32600 {
@@ -191,7 +191,7 @@ func TestBatchParallelismIsBounded(t *testing.T) {
 		defer inFlight.Add(-1)
 		return h(ctx, req)
 	}
-	e := newEnv(t, bridge.Options{BatchParallelism: 3}, withServer(grpc.UnaryInterceptor(gate)))
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{BatchParallelism: 3}}, withServer(grpc.UnaryInterceptor(gate)))
 	member := `{"jsonrpc":"2.0","method":"test.v1.TestService.Count","params":{"key":"p"},"id":1}`
 	code, body := e.post(t, "["+strings.Repeat(member+",", 11)+member+"]")
 	if code != 200 {
@@ -256,7 +256,7 @@ func TestUnreachableBackendIsCode14(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dead.Close() })
-	e := newEnv(t, bridge.Options{CallTimeout: 5 * time.Second}, onBufconn(), through(dead))
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: 5 * time.Second}}, onBufconn(), through(dead))
 	r := e.call(t, `{"jsonrpc":"2.0","method":"helloworld.Greeter.SayHello","id":1}`)
 	if got := errCode(t, r); got != 14 {
 		t.Fatalf("got %v, want code 14", r)
@@ -274,7 +274,7 @@ func TestUnreachableBackendIsCode14(t *testing.T) {
 
 func TestCallTimeoutIsCode4(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, bridge.Options{CallTimeout: 50 * time.Millisecond})
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: 50 * time.Millisecond}})
 	r := e.call(t, `{"jsonrpc":"2.0","method":"test.v1.TestService.Sleep","params":{"duration":"10s"},"id":1}`)
 	if got := errCode(t, r); got != 4 {
 		t.Fatalf("got %v, want code 4", r)
@@ -304,7 +304,7 @@ func TestConcurrentCallsKeepTheirIDs(t *testing.T) {
 
 func TestHostileBodies(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, bridge.Options{MaxBodyBytes: 8 << 20})
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{MaxBodyBytes: 8 << 20}})
 	tests := []struct {
 		name, body string
 		wantCode   int64

@@ -110,7 +110,7 @@ func TestCompressedReplies(t *testing.T) {
 // error (400), an encoding other than gzip 415.
 func TestCompressedRequests(t *testing.T) {
 	const limit = 1 << 20
-	e := newEnv(t, bridge.Options{MaxBodyBytes: limit})
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{MaxBodyBytes: limit}})
 	good := []byte(`{"jsonrpc":"2.0","id":1,"method":"helloworld.Greeter.SayHello","params":{"name":"Ada"}}`)
 	gz := http.Header{"Content-Encoding": {"gzip"}}
 

@@ -69,21 +69,21 @@ func TestRequestedTimeouts(t *testing.T) {
 		maxLeft  time.Duration
 		minLeft  time.Duration
 	}{
-		{name: "Grpc-Timeout shortens", opts: bridge.Options{CallTimeout: 30 * time.Second},
+		{name: "Grpc-Timeout shortens", opts: bridge.Options{Limits: bridge.Limits{CallTimeout: 30 * time.Second}},
 			header: http.Header{"Grpc-Timeout": {"200m"}}, sleep: "20s", wantCode: `"code":4`, maxLeft: 200 * time.Millisecond},
-		{name: "X-Request-Timeout shortens", opts: bridge.Options{CallTimeout: 30 * time.Second},
+		{name: "X-Request-Timeout shortens", opts: bridge.Options{Limits: bridge.Limits{CallTimeout: 30 * time.Second}},
 			header: http.Header{"X-Request-Timeout": {"150ms"}}, sleep: "20s", wantCode: `"code":4`, maxLeft: 150 * time.Millisecond},
-		{name: "seconds", opts: bridge.Options{CallTimeout: 30 * time.Second},
+		{name: "seconds", opts: bridge.Options{Limits: bridge.Limits{CallTimeout: 30 * time.Second}},
 			header: http.Header{"X-Request-Timeout": {"0.2"}}, sleep: "20s", wantCode: `"code":4`, maxLeft: 200 * time.Millisecond},
-		{name: "shorter of both", opts: bridge.Options{CallTimeout: 30 * time.Second},
+		{name: "shorter of both", opts: bridge.Options{Limits: bridge.Limits{CallTimeout: 30 * time.Second}},
 			header: http.Header{"Grpc-Timeout": {"10S"}, "X-Request-Timeout": {"100ms"}}, sleep: "20s", wantCode: `"code":4`, maxLeft: 100 * time.Millisecond},
-		{name: "longer than call_timeout up to the max", opts: bridge.Options{CallTimeout: 50 * time.Millisecond, MaxCallTimeout: 10 * time.Second},
+		{name: "longer than call_timeout up to the max", opts: bridge.Options{Limits: bridge.Limits{CallTimeout: 50 * time.Millisecond, MaxCallTimeout: 10 * time.Second}},
 			header: http.Header{"Grpc-Timeout": {"5S"}}, sleep: "0.2s", wantCode: `"result"`, minLeft: 4 * time.Second, maxLeft: 5 * time.Second},
-		{name: "capped at the max", opts: bridge.Options{CallTimeout: 50 * time.Millisecond, MaxCallTimeout: 300 * time.Millisecond},
+		{name: "capped at the max", opts: bridge.Options{Limits: bridge.Limits{CallTimeout: 50 * time.Millisecond, MaxCallTimeout: 300 * time.Millisecond}},
 			header: http.Header{"Grpc-Timeout": {"1H"}}, sleep: "20s", wantCode: `"code":4`, maxLeft: 300 * time.Millisecond},
-		{name: "no max: only shorter", opts: bridge.Options{CallTimeout: 100 * time.Millisecond},
+		{name: "no max: only shorter", opts: bridge.Options{Limits: bridge.Limits{CallTimeout: 100 * time.Millisecond}},
 			header: http.Header{"Grpc-Timeout": {"1H"}}, sleep: "20s", wantCode: `"code":4`, maxLeft: 100 * time.Millisecond},
-		{name: "default", opts: bridge.Options{CallTimeout: 250 * time.Millisecond},
+		{name: "default", opts: bridge.Options{Limits: bridge.Limits{CallTimeout: 250 * time.Millisecond}},
 			sleep: "20s", wantCode: `"code":4`, maxLeft: 250 * time.Millisecond, minLeft: 100 * time.Millisecond},
 	}
 	for _, tt := range tests {
@@ -150,7 +150,7 @@ func TestParseGRPCTimeout(t *testing.T) {
 func TestClientDisconnectCancelsBackendCall(t *testing.T) {
 	t.Parallel()
 	rec := newDeadlineRecorder()
-	e := newEnv(t, bridge.Options{CallTimeout: time.Minute}, withServer(grpc.UnaryInterceptor(rec.intercept)))
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: time.Minute}}, withServer(grpc.UnaryInterceptor(rec.intercept)))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/", strings.NewReader(sleepBody("50s")))
@@ -183,7 +183,7 @@ func TestClientDisconnectCancelsBackendCall(t *testing.T) {
 func TestBatchDeadlineRule(t *testing.T) {
 	// Not parallel with other tests (each call has 0.8 s to spare), only
 	// its two paths with each other.
-	opts := bridge.Options{BatchParallelism: 2, CallTimeout: 2 * time.Second}
+	opts := bridge.Options{Limits: bridge.Limits{BatchParallelism: 2, CallTimeout: 2 * time.Second}}
 	for _, tt := range []struct {
 		name string
 		path envOption

@@ -97,7 +97,7 @@ const deadlineExpired = "the call's deadline expired"
 // bridge.
 func TestFaultBackendRestart(t *testing.T) {
 	checkLeaks(t)
-	e := newEnv(t, bridge.Options{CallTimeout: 5 * time.Second, MaxInFlight: 1024}, reconnecting())
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: 5 * time.Second}, MaxInFlight: 1024}, reconnecting())
 	b, url := e.be, e.url
 	client := newHTTPClient(t)
 
@@ -224,7 +224,7 @@ func TestFaultStalledBackend(t *testing.T) {
 	checkLeaks(t)
 	conn := dialLoopback(t, stallListener(t))
 	const timeout = 300 * time.Millisecond
-	e := newEnv(t, bridge.Options{CallTimeout: timeout}, reconnecting(), through(conn))
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: timeout}}, reconnecting(), through(conn))
 	url := e.url
 	client := newHTTPClient(t)
 	stalled := func(t *testing.T, r map[string]any) {
@@ -312,7 +312,7 @@ func (s *sleepWatch) waitEnded(t *testing.T, n int, want error) {
 func TestFaultSlowBackend(t *testing.T) {
 	checkLeaks(t)
 	sw := newSleepWatch()
-	e := newEnv(t, bridge.Options{CallTimeout: 200 * time.Millisecond, MaxCallTimeout: time.Minute}, withServer(grpc.ChainUnaryInterceptor(sw.intercept)), reconnecting(), ownClient())
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: 200 * time.Millisecond, MaxCallTimeout: time.Minute}}, withServer(grpc.ChainUnaryInterceptor(sw.intercept)), reconnecting(), ownClient())
 	sleep := func(id string) string { return req("test.v1.TestService.Sleep", `{"duration":"30s"}`, id) }
 	t.Run("single", func(t *testing.T) {
 		start := time.Now()
@@ -386,7 +386,7 @@ func TestFaultMessageTooLarge(t *testing.T) {
 // work, without restarting the bridge.
 func TestFaultBackendChangesServices(t *testing.T) {
 	checkLeaks(t)
-	e := newEnv(t, bridge.Options{CallTimeout: 5 * time.Second}, reconnecting(), undiscovered())
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: 5 * time.Second}}, reconnecting(), undiscovered())
 	b, conn, srv, url := e.be, e.conn, e.bridge, e.url
 	client := newHTTPClient(t)
 
@@ -444,7 +444,7 @@ func TestFaultBackendChangesServices(t *testing.T) {
 func TestFaultClientDisconnects(t *testing.T) {
 	checkLeaks(t)
 	sw := newSleepWatch()
-	e := newEnv(t, bridge.Options{CallTimeout: time.Minute}, withServer(grpc.ChainUnaryInterceptor(sw.intercept)), reconnecting(), ownClient())
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: time.Minute}}, withServer(grpc.ChainUnaryInterceptor(sw.intercept)), reconnecting(), ownClient())
 	sleep := func(id string) string { return req("test.v1.TestService.Sleep", `{"duration":"50s"}`, id) }
 	post := func(t *testing.T, body string, calls int) {
 		ctx, cancel := context.WithCancel(t.Context())

@@ -39,7 +39,7 @@ func TestWSUnreadRepliesBounded(t *testing.T) {
 	const frames, size = 40, 3 << 20
 	// Pings (and with them write timeouts) far off: the connection stays
 	// open, holding what it holds, for the whole test.
-	e, _ := newBigEnv(t, bridge.Options{WSPingInterval: time.Minute}, true)
+	e, _ := newBigEnv(t, bridge.Options{Streaming: bridge.Streaming{WSPingInterval: time.Minute}}, true)
 	stop := legitClients(t, e)
 	h := watchHeap(t)
 
@@ -126,7 +126,7 @@ func TestWSUnreadRepliesBounded(t *testing.T) {
 func TestWSRateLimit(t *testing.T) {
 	checkLeaks(t)
 	rec := new(recorder)
-	e := newEnv(t, bridge.Options{Auth: newAuth(t), RateLimit: 0.001, RateBurst: 3, WSPingInterval: -1}, recording(rec))
+	e := newEnv(t, bridge.Options{Auth: newAuth(t), RateLimit: 0.001, RateBurst: 3, Streaming: bridge.Streaming{WSPingInterval: -1}}, recording(rec))
 	admin := bearer(callers[0].token)
 	w := dialWSWith(t, e, &websocket.DialOptions{HTTPHeader: admin})
 	hello := func(id int) string {
@@ -161,7 +161,7 @@ func TestWSRateLimit(t *testing.T) {
 func TestMaxWSConnections(t *testing.T) {
 	checkLeaks(t)
 	const limit = 3
-	e := newEnv(t, bridge.Options{MaxWSConnections: limit, Auth: newAuth(t), Metrics: newMetrics(t), WSPingInterval: -1})
+	e := newEnv(t, bridge.Options{MaxWSConnections: limit, Auth: newAuth(t), Metrics: newMetrics(t), Streaming: bridge.Streaming{WSPingInterval: -1}})
 	var open []*wsClient
 	for i := range limit { // three identities: the limit is not per client
 		open = append(open, dialWSWith(t, e, &websocket.DialOptions{HTTPHeader: bearer(callers[i].token)}))

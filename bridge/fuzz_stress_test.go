@@ -64,7 +64,7 @@ func FuzzHeaders(f *testing.F) {
 	f.Add("-1S", "1e400", "Basic abc", "admin-token-0123456789", "AQID==", "caf\u00e9", "00-00000000000000000000000000000000-0000000000000000-00", strings.Repeat("x", 200), "")
 	f.Add("1n", "-0", "bearer admin-token-0123456789=", "", "-_-_", "", "", "", "")
 	f.Add("", "", "", "", "", "", "", "", "jsonrpc, base64url.bearer.grpc-jsonrpc-bridge.YWRtaW4tdG9rZW4tMDEyMzQ1Njc4OQ")
-	e := newEnv(f, bridge.Options{Auth: newAuth(f), CallTimeout: time.Second, Logger: slog.New(failOnError{t: f})})
+	e := newEnv(f, bridge.Options{Auth: newAuth(f), Limits: bridge.Limits{CallTimeout: time.Second}, Logger: slog.New(failOnError{t: f})})
 	body := req("helloworld.Greeter.SayHello", `{"name":"h"}`, "1")
 	f.Fuzz(func(t *testing.T, grpcTimeout, timeout, authz, apiKey, mdBin, mdText, traceparent, requestID, wsProtocol string) {
 		hr := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", strings.NewReader(body))
@@ -116,7 +116,7 @@ func FuzzWebSocket(f *testing.F) {
 	f.Add([]byte("\x00"))
 	f.Add([]byte("\x01" + req("helloworld.Greeter.SayHello", "", "1")))
 	f.Add([]byte("\x00" + strings.Repeat("[", 1001)))
-	e := newEnv(f, bridge.Options{CallTimeout: 50 * time.Millisecond, MaxBatchSize: 20, WSMaxMessageBytes: 1 << 16, Logger: slog.New(failOnError{t: f})})
+	e := newEnv(f, bridge.Options{Limits: bridge.Limits{CallTimeout: 50 * time.Millisecond, MaxBatchSize: 20}, Streaming: bridge.Streaming{WSMaxMessageBytes: 1 << 16}, Logger: slog.New(failOnError{t: f})})
 	var mu sync.Mutex
 	var ws *websocket.Conn
 	f.Cleanup(func() {

@@ -50,7 +50,7 @@ func FuzzHandle(f *testing.F) {
 	f.Add([]byte(strings.Repeat("[", 2000) + strings.Repeat("]", 2000)))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"fInt64":` + strings.Repeat("9", 400) + `},"id":` + strings.Repeat("1", 400) + `}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"fString":"\ud800"},"id":1}`))
-	e := newEnv(f, bridge.Options{CallTimeout: 50 * time.Millisecond, MaxBatchSize: 20, Logger: slog.New(failOnError{t: f})})
+	e := newEnv(f, bridge.Options{Limits: bridge.Limits{CallTimeout: 50 * time.Millisecond, MaxBatchSize: 20}, Logger: slog.New(failOnError{t: f})})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		reply := e.bridge.Handle(t.Context(), body, nil)
 		if len(reply) == 0 {

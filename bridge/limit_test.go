@@ -113,7 +113,7 @@ func TestFloodMemory(t *testing.T) {
 	const limit, clients, perClient = 8, 128, 20
 	g := newGate()
 	close(g.open) // calls pass straight through; Sleep itself is slow
-	e := newEnv(t, bridge.Options{MaxInFlight: limit, BatchParallelism: 1}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
+	e := newEnv(t, bridge.Options{MaxInFlight: limit, Limits: bridge.Limits{BatchParallelism: 1}}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
 	go func() {
 		for range g.entered {
 		}
@@ -237,7 +237,7 @@ func TestRateLimit(t *testing.T) {
 
 func TestMaxResponseBytes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, bridge.Options{MaxResponseBytes: 400, BatchParallelism: 1})
+	e := newEnv(t, bridge.Options{MaxResponseBytes: 400, Limits: bridge.Limits{BatchParallelism: 1}})
 	echo := func(id, n int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"f_string":%q},"id":%d}`, strings.Repeat("x", n), id)
 	}
@@ -275,7 +275,7 @@ func TestMaxResponseBytes(t *testing.T) {
 // The limits that existed before this file, answered as documented.
 func TestBodyAndBatchLimits(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, bridge.Options{MaxBodyBytes: 256, MaxBatchSize: 2})
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{MaxBodyBytes: 256, MaxBatchSize: 2}})
 	code, body := e.post(t, `{"jsonrpc":"2.0","method":"x","params":{"a":"`+strings.Repeat("a", 300)+`"},"id":1}`)
 	if code != http.StatusRequestEntityTooLarge {
 		t.Errorf("body over max_body_bytes: got HTTP %d %s, want 413", code, body)

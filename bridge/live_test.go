@@ -358,7 +358,7 @@ func postTo(t testing.TB, client *http.Client, url, body string) (int, []byte) {
 // last, the error 8 SLOW_CLIENT.
 func TestLiveSlowClient(t *testing.T) {
 	checkLeaks(t)
-	e := newEnv(t, bridge.Options{StreamBuffer: 8, SlowClientTimeout: 100 * time.Millisecond})
+	e := newEnv(t, bridge.Options{Streaming: bridge.Streaming{StreamBuffer: 8, SlowClientTimeout: 100 * time.Millisecond}})
 	for i, f := range liveFronts(t, e.bridge) {
 		t.Run(f.name, func(t *testing.T) {
 			key := fmt.Sprintf("slow-%d", i)
@@ -401,8 +401,8 @@ func TestLiveSlowClient(t *testing.T) {
 func TestLiveKeepalive(t *testing.T) {
 	checkLeaks(t)
 	const every = 100 * time.Millisecond
-	on := newEnv(t, bridge.Options{StreamKeepalive: every})
-	off := newEnv(t, bridge.Options{StreamKeepalive: -1})
+	on := newEnv(t, bridge.Options{Streaming: bridge.Streaming{StreamKeepalive: every}})
+	off := newEnv(t, bridge.Options{Streaming: bridge.Streaming{StreamKeepalive: -1}})
 	client := newHTTPClient(t)
 	body := request(serverStream, `{"count":1,"hold":true}`, 1)
 	for _, accept := range []string{acceptSSE, acceptNDJSON} {
@@ -453,11 +453,11 @@ func TestLiveDeadline(t *testing.T) {
 		asked     string // Grpc-Timeout
 		want, max time.Duration
 	}{
-		{"call_timeout", bridge.Options{CallTimeout: 300 * time.Millisecond}, "", 300 * time.Millisecond, 0},
-		{"stream_timeout", bridge.Options{CallTimeout: 200 * time.Millisecond, StreamTimeout: 700 * time.Millisecond}, "", 700 * time.Millisecond, 0},
-		{"Grpc-Timeout shortens stream_timeout", bridge.Options{StreamTimeout: 5 * time.Second}, "250m", 250 * time.Millisecond, 0},
-		{"Grpc-Timeout up to stream_timeout", bridge.Options{CallTimeout: 100 * time.Millisecond, StreamTimeout: 600 * time.Millisecond}, "20S", 600 * time.Millisecond, 0},
-		{"Grpc-Timeout up to max_call_timeout", bridge.Options{CallTimeout: 100 * time.Millisecond, MaxCallTimeout: 500 * time.Millisecond, StreamTimeout: 200 * time.Millisecond}, "20S", 500 * time.Millisecond, 0},
+		{"call_timeout", bridge.Options{Limits: bridge.Limits{CallTimeout: 300 * time.Millisecond}}, "", 300 * time.Millisecond, 0},
+		{"stream_timeout", bridge.Options{Limits: bridge.Limits{CallTimeout: 200 * time.Millisecond}, Streaming: bridge.Streaming{StreamTimeout: 700 * time.Millisecond}}, "", 700 * time.Millisecond, 0},
+		{"Grpc-Timeout shortens stream_timeout", bridge.Options{Streaming: bridge.Streaming{StreamTimeout: 5 * time.Second}}, "250m", 250 * time.Millisecond, 0},
+		{"Grpc-Timeout up to stream_timeout", bridge.Options{Limits: bridge.Limits{CallTimeout: 100 * time.Millisecond}, Streaming: bridge.Streaming{StreamTimeout: 600 * time.Millisecond}}, "20S", 600 * time.Millisecond, 0},
+		{"Grpc-Timeout up to max_call_timeout", bridge.Options{Limits: bridge.Limits{CallTimeout: 100 * time.Millisecond, MaxCallTimeout: 500 * time.Millisecond}, Streaming: bridge.Streaming{StreamTimeout: 200 * time.Millisecond}}, "20S", 500 * time.Millisecond, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.opts)
@@ -488,7 +488,7 @@ func TestLiveDeadline(t *testing.T) {
 // collected form only: the same call asked for live gets every message.
 func TestLiveUnbounded(t *testing.T) {
 	checkLeaks(t)
-	e := newEnv(t, bridge.Options{MaxStreamMessages: 5, MaxStreamBytes: 200, MaxResponseBytes: 1000})
+	e := newEnv(t, bridge.Options{Streaming: bridge.Streaming{MaxStreamMessages: 5, MaxStreamBytes: 200}, MaxResponseBytes: 1000})
 	body := request(serverStream, `{"count":50,"payloadSize":40}`, 1)
 	if _, b := e.post(t, body); !strings.Contains(string(b), `"code":8`) {
 		t.Fatalf("collected: got %s, want error 8", b)
@@ -692,7 +692,7 @@ func TestLiveDrain(t *testing.T) {
 // front.
 func TestLiveKeepsTheConnection(t *testing.T) {
 	checkLeaks(t)
-	e := newEnv(t, bridge.Options{CallTimeout: 700 * time.Millisecond})
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{CallTimeout: 700 * time.Millisecond}})
 	for _, f := range liveFronts(t, e.bridge)[:2] {
 		t.Run(f.name, func(t *testing.T) {
 			resp := postLive(t, f.client, f.url, acceptNDJSON, request(serverStream, `{"count":1,"hold":true}`, 1), nil)

@@ -273,7 +273,7 @@ func TestLoad(t *testing.T) {
 func runLoad(t *testing.T, size loadSize) {
 	checkLeaks(t)
 	kc := newKeyCounter()
-	e := newEnv(t, bridge.Options{MaxInFlight: 4096, CallTimeout: 20 * time.Second, WSPingInterval: -1}, withServer(grpc.ChainUnaryInterceptor(kc.intercept)), reconnecting())
+	e := newEnv(t, bridge.Options{MaxInFlight: 4096, Limits: bridge.Limits{CallTimeout: 20 * time.Second}, Streaming: bridge.Streaming{WSPingInterval: -1}}, withServer(grpc.ChainUnaryInterceptor(kc.intercept)), reconnecting())
 	url := e.url
 	client := newHTTPClient(t)
 	plan := &loadPlan{keys: make(map[string]bool)}

@@ -367,7 +367,7 @@ var leaks = []string{"goroutine ", "panic", ".go:", "runtime error", "rpc error:
 func TestMalformedInput(t *testing.T) {
 	checkLeaks(t)
 	const maxBody = 12 << 20
-	e := newEnv(t, bridge.Options{MaxBodyBytes: maxBody, MaxResponseBytes: 64 << 20, CallTimeout: 5 * time.Second, MaxInFlight: 1 << 10}, reconnecting(), ownClient())
+	e := newEnv(t, bridge.Options{Limits: bridge.Limits{MaxBodyBytes: maxBody, CallTimeout: 5 * time.Second}, MaxResponseBytes: 64 << 20, MaxInFlight: 1 << 10}, reconnecting(), ownClient())
 	// A second http.Server on the same bridge with a short ReadTimeout,
 	// for the bodies that never end.
 	slowURL := serveBridge(t, e.bridge, func(hs *http.Server) { hs.ReadTimeout = 300 * time.Millisecond })

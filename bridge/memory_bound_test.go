@@ -332,7 +332,7 @@ func TestBatchMemoryBounded(t *testing.T) {
 		{"grpc-go path with batch_parallelism 4", false, 4},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e, _ := newBigEnv(t, bridge.Options{MaxResponseBytes: budget, BatchParallelism: tt.parallelism}, tt.direct)
+			e, _ := newBigEnv(t, bridge.Options{MaxResponseBytes: budget, Limits: bridge.Limits{BatchParallelism: tt.parallelism}}, tt.direct)
 			calls := make([]string, members)
 			for i := range calls {
 				calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","method":"test.v1.TestService.Echo","params":{"fInt32":%d},"id":%d}`, size, i+1)
@@ -394,7 +394,7 @@ func TestBatchStreamsMemoryBounded(t *testing.T) {
 // other clients keep being answered.
 func TestStreamWSMemoryBounded(t *testing.T) {
 	const streams, count, size = 4, 64, 3 << 20
-	e, backend := newBigEnv(t, bridge.Options{WSPingInterval: -1}, true)
+	e, backend := newBigEnv(t, bridge.Options{Streaming: bridge.Streaming{WSPingInterval: -1}}, true)
 	stop := legitClients(t, e)
 	h := watchHeap(t)
 
@@ -451,7 +451,7 @@ func TestReplyBudget(t *testing.T) {
 	singleMsg := "the reply is larger than max_response_bytes (2000 bytes)"
 	for _, direct := range []bool{true, false} {
 		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
-			opts := bridge.Options{MaxResponseBytes: 2000, BatchParallelism: 1}
+			opts := bridge.Options{MaxResponseBytes: 2000, Limits: bridge.Limits{BatchParallelism: 1}}
 			var e *env
 			if direct {
 				e = newEnv(t, opts)
@@ -507,7 +507,7 @@ func TestStreamWSBufferBytes(t *testing.T) {
 		value   string
 	}{
 		{"stream_buffer_bytes", bridge.Options{}, 1, "stream_buffer_bytes", "1048576"},
-		{"ws_buffer_bytes", bridge.Options{StreamBufferBytes: 64 << 20, WSBufferBytes: 4 << 20}, 6, "ws_buffer_bytes", "4194304"},
+		{"ws_buffer_bytes", bridge.Options{Streaming: bridge.Streaming{StreamBufferBytes: 64 << 20, WSBufferBytes: 4 << 20}}, 6, "ws_buffer_bytes", "4194304"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -567,7 +567,7 @@ func TestStreamWSBufferBytes(t *testing.T) {
 // refused with SEND_BUFFER_FULL naming the limit.
 func TestStreamWSSendBytes(t *testing.T) {
 	checkLeaks(t)
-	e, _ := newBigEnv(t, bridge.Options{WSPingInterval: -1}, true)
+	e, _ := newBigEnv(t, bridge.Options{Streaming: bridge.Streaming{WSPingInterval: -1}}, true)
 	w := dialWS(t, e)
 	id := w.open(clientStream, "", 1)
 	msg := fmt.Sprintf(`{"text":%q}`, strings.Repeat("x", 100<<10))

@@ -131,7 +131,7 @@ func TestMaxMetadataBytes(t *testing.T) {
 		direct bool
 	}{{"direct", true}, {"grpc-go", false}} {
 		t.Run(path.name, func(t *testing.T) {
-			e := newCountingEnv(t, path.direct, bridge.Options{MaxMetadataBytes: limit,
+			e := newCountingEnv(t, path.direct, bridge.Options{Limits: bridge.Limits{MaxMetadataBytes: limit},
 				Metadata: bridge.Metadata{RequestHeaders: []string{"Authorization"}}})
 			refusals := 0
 			for _, tt := range tests {

@@ -45,34 +45,29 @@ const (
 	DefaultMaxWSConnectionsPerClient = defaults.MaxWSConnectionsPerClient
 )
 
+// Limits are the bounds of a request and of the backend calls it makes,
+// which Options embeds. Package config/defaults declares them, once, for
+// config.Settings too; a zero field means the Default* of the same name.
+type Limits = defaults.Limits
+
+// Streaming are the limits of streaming calls and WebSocket connections,
+// which Options embeds. Package config/defaults declares them, once, for
+// config.Settings too; a zero field means the Default* of the same name.
+type Streaming = defaults.Streaming
+
 // Options are the limits and behaviour of a Server, fixed at construction.
-// A zero field takes the default named beside it.
+// A zero field takes the default named beside it. The fields of Limits and
+// Streaming are promoted (o.MaxBodyBytes), but a literal names the group:
+// Options{Limits: Limits{MaxBodyBytes: 1 << 20}, Streaming:
+// Streaming{StreamBuffer: 16}}.
 type Options struct {
-	// MaxBodyBytes bounds a request body; larger ones get HTTP 413.
-	// Zero means DefaultMaxBodyBytes.
-	MaxBodyBytes int64
-	// MaxBatchSize bounds the members of a batch; a larger batch is
-	// refused whole. Zero means DefaultMaxBatchSize.
-	MaxBatchSize int
-	// BatchParallelism bounds how many members of one batch run at once.
-	// Zero means DefaultBatchParallelism.
-	BatchParallelism int
-	// CallTimeout is the deadline of every backend call. Zero means
-	// DefaultCallTimeout.
-	CallTimeout time.Duration
-	// MaxCallTimeout bounds the timeout a client may ask for with
-	// GRPCTimeoutHeader or TimeoutHeader. Zero (or a value below
-	// CallTimeout) means CallTimeout: clients may only shorten it.
-	MaxCallTimeout time.Duration
+	// Limits bound a request and its backend calls: MaxBodyBytes,
+	// MaxBatchSize, BatchParallelism, CallTimeout, MaxCallTimeout and
+	// MaxMetadataBytes (see Limits for what each bounds and its default).
+	Limits
 	// Metadata chooses the headers forwarded to the backend and returned
 	// from it. The zero value forwards only Grpc-Metadata-* headers.
 	Metadata Metadata
-	// MaxMetadataBytes bounds the metadata the calls of one request (a
-	// POST, or a WebSocket connection's upgrade request) would carry to
-	// the backend, counted as HTTP/2 counts a header list (see
-	// MetadataSize); a larger request is refused with HTTP 431 before
-	// anything is called. Zero means DefaultMaxMetadataBytes.
-	MaxMetadataBytes int64
 	// ReadinessDetails, if not nil, is called by GET /readyz; its JSON
 	// encoding is served as the "details" member, such as the state of
 	// each backend's discovery.
@@ -83,69 +78,13 @@ type Options struct {
 	// Logger receives the bridge's logs; nil discards them.
 	Logger *slog.Logger
 
-	// MaxStreamMessages bounds the messages of one streamed result over
-	// HTTP (and of any streaming call that is answered with one reply);
-	// past it the call fails with RESOURCE_EXHAUSTED. Zero means
-	// DefaultMaxStreamMessages.
-	MaxStreamMessages int
-	// MaxStreamBytes bounds the JSON bytes of one streamed result over
-	// HTTP, as MaxStreamMessages does. Zero means DefaultMaxStreamBytes.
-	MaxStreamBytes int64
-	// WSMaxMessageBytes bounds one WebSocket frame from a client; a larger
-	// one closes the connection with 1009. Zero means MaxBodyBytes.
-	WSMaxMessageBytes int64
-	// StreamBuffer bounds the messages of one WebSocket stream that wait
-	// to be written to the socket, and those sent with rpc.stream.send that
-	// wait for the backend. Zero means DefaultStreamBuffer.
-	StreamBuffer int
-	// StreamBufferBytes bounds the bytes of those messages as StreamBuffer
-	// bounds their number, each way: a stream reads its next message from
-	// the backend only while fewer wait for the socket, and a message sent
-	// with rpc.stream.send that would take it past them is refused, unless
-	// none waits. Zero means DefaultStreamBufferBytes.
-	StreamBufferBytes int64
-	// WSBufferBytes bounds the bytes of the messages of all the streams of
-	// one WebSocket connection as StreamBufferBytes bounds one stream's,
-	// and the replies to its frames waiting to be written: a reply that
-	// would take those past it, when others wait, is dropped and its
-	// calls answered RESOURCE_EXHAUSTED (SLOW_CLIENT). Zero means
-	// DefaultWSBufferBytes.
-	WSBufferBytes int64
-	// SlowClientTimeout is how long a stream whose buffer, or whose
-	// connection's (StreamBuffer, StreamBufferBytes, WSBufferBytes), is
-	// full waits for the client to read before the stream is cancelled
-	// with RESOURCE_EXHAUSTED. Zero means DefaultSlowClientTimeout.
-	SlowClientTimeout time.Duration
-	// MaxStreamsPerConnection bounds the open streams of one WebSocket
-	// connection. Zero means DefaultMaxStreamsPerConnection.
-	MaxStreamsPerConnection int
-	// MaxCallsPerConnection bounds the calls of one WebSocket connection
-	// being answered at once, each member of a batch counting one (a
-	// batch larger than the bound counts as the bound); past it the
-	// bridge stops reading the connection until calls are done. Zero
-	// means DefaultMaxCallsPerConnection.
-	MaxCallsPerConnection int
-	// WSPingInterval is how often the bridge pings an idle WebSocket
-	// client; a pong, or the write of a frame, that takes longer closes
-	// the connection. Zero means DefaultWSPingInterval; negative turns
-	// pings and write timeouts off.
-	WSPingInterval time.Duration
-	// StreamKeepalive is how long a stream answered live over POST /
-	// (Accept: text/event-stream or NDJSON; see docs/streaming.md) may
-	// send nothing before the bridge sends a keepalive: an SSE comment, or
-	// an empty NDJSON line, so that idle proxies keep the connection.
-	// Zero means DefaultStreamKeepalive; negative turns keepalives off.
-	StreamKeepalive time.Duration
-	// StreamTimeout is the deadline of a stream answered live over POST /
-	// when the request asks for none (Grpc-Timeout, X-Request-Timeout;
-	// these may then ask for up to the larger of it and MaxCallTimeout).
-	// Zero means the call's deadline, CallTimeout.
-	StreamTimeout time.Duration
-	// WSOriginPatterns is the older name of CORSOrigins: its entries join
-	// that list. An entry without a scheme ("*.example.org", the form
-	// websocket.AcceptOptions.OriginPatterns takes) matches the host[:port]
-	// of an origin of any scheme.
-	WSOriginPatterns []string
+	// Streaming bound streams and WebSocket connections: MaxStreamMessages,
+	// MaxStreamBytes, WSMaxMessageBytes, StreamBuffer, StreamBufferBytes,
+	// WSBufferBytes, SlowClientTimeout, MaxStreamsPerConnection,
+	// MaxCallsPerConnection, WSPingInterval, StreamKeepalive, StreamTimeout
+	// and WSOriginPatterns (see Streaming for what each bounds and its
+	// default).
+	Streaming
 	// CORSOrigins lists the origins, besides the request's own, whose
 	// browser pages may call POST / and GET /ws and read GET /openrpc.json:
 	// exact origins ("https://app.example.com") or path.Match patterns

@@ -263,9 +263,9 @@ func TestCORSPreflight(t *testing.T) {
 	m := newMetrics(t)
 	rec := new(recorder)
 	e := newEnv(t, bridge.Options{Metrics: m, Auth: newAuth(t),
-		CORSOrigins:      []string{"https://app.example", "https://*.apps.example", "http://localhost:*"},
-		WSOriginPatterns: []string{"legacy.example"},
-		Metadata:         bridge.Metadata{RequestHeaders: []string{"x-tenant"}, ResponseHeaders: []string{"x-served-by"}},
+		CORSOrigins: []string{"https://app.example", "https://*.apps.example", "http://localhost:*"},
+		Streaming:   bridge.Streaming{WSOriginPatterns: []string{"legacy.example"}},
+		Metadata:    bridge.Metadata{RequestHeaders: []string{"x-tenant"}, ResponseHeaders: []string{"x-served-by"}},
 	}, recording(rec))
 	preflight := func(path, origin, headers string) (*http.Response, []byte) {
 		t.Helper()
@@ -381,7 +381,7 @@ func TestWebSocketOriginAndHost(t *testing.T) {
 	t.Parallel()
 	m := newMetrics(t)
 	e := newEnv(t, bridge.Options{Metrics: m, AllowedHosts: loopbackHosts,
-		CORSOrigins: []string{"https://app.example"}, WSOriginPatterns: []string{"*.legacy.example"}})
+		CORSOrigins: []string{"https://app.example"}, Streaming: bridge.Streaming{WSOriginPatterns: []string{"*.legacy.example"}}})
 	port := e.port(t)
 	for _, tt := range []struct {
 		name, host, origin string

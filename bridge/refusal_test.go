@@ -317,7 +317,7 @@ func TestRefusals(t *testing.T) {
 		} {
 			t.Run(tt.name+"/"+v.name, func(t *testing.T) {
 				t.Parallel()
-				opts := bridge.Options{MaxBodyBytes: refusalMaxBody}
+				opts := bridge.Options{Limits: bridge.Limits{MaxBodyBytes: refusalMaxBody}}
 				if v.metrics {
 					opts.Metrics = newMetrics(t)
 				}

@@ -193,7 +193,7 @@ func TestUnreadRepliesFreeSlots(t *testing.T) {
 	const maxInFlight = 4
 	const replyTimeout = time.Second
 	e := newEnv(t, bridge.Options{MaxInFlight: maxInFlight, ReplyTimeout: replyTimeout,
-		MaxBodyBytes: 4 << 20, MaxResponseBytes: 8 << 20, Metrics: newMetrics(t)})
+		Limits: bridge.Limits{MaxBodyBytes: 4 << 20}, MaxResponseBytes: 8 << 20, Metrics: newMetrics(t)})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -259,8 +259,8 @@ func TestWebSocketCallsCount(t *testing.T) {
 		checkLeaks(t)
 		const perConn, conns, frames, batch = 40, 2, 30, 20
 		g := newGate()
-		e := newEnv(t, bridge.Options{MaxInFlight: 8, MaxCallsPerConnection: perConn, MaxWSConnectionsPerClient: conns,
-			Auth: newAuth(t), Metrics: newMetrics(t), WSPingInterval: -1}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
+		e := newEnv(t, bridge.Options{MaxInFlight: 8, Streaming: bridge.Streaming{MaxCallsPerConnection: perConn, WSPingInterval: -1}, MaxWSConnectionsPerClient: conns,
+			Auth: newAuth(t), Metrics: newMetrics(t)}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
 		attacker := &websocket.DialOptions{HTTPHeader: bearer("admin-token-0123456789")}
 		var ws []*wsClient
 		for range conns {
@@ -329,7 +329,7 @@ func TestWebSocketCallsCount(t *testing.T) {
 	t.Run("frames take max_in_flight slots", func(t *testing.T) {
 		checkLeaks(t)
 		g := newGate()
-		e := newEnv(t, bridge.Options{MaxInFlight: 2, Metrics: newMetrics(t), WSPingInterval: -1}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
+		e := newEnv(t, bridge.Options{MaxInFlight: 2, Metrics: newMetrics(t), Streaming: bridge.Streaming{WSPingInterval: -1}}, withServer(grpc.ChainUnaryInterceptor(g.intercept)))
 		w := dialWS(t, e)
 		w.send(sleepBatch(3, 1))
 		w.send(`{"jsonrpc":"2.0","method":"test.v1.TestService.Sleep","params":{},"id":4}`)

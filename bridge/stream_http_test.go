@@ -36,7 +36,7 @@ func pattern(t testing.TB, s string) any {
 
 func TestStreamHTTP(t *testing.T) {
 	checkLeaks(t)
-	e := newEnv(t, bridge.Options{MaxStreamMessages: 5, MaxStreamBytes: 1000})
+	e := newEnv(t, bridge.Options{Streaming: bridge.Streaming{MaxStreamMessages: 5, MaxStreamBytes: 1000}})
 	tests := []struct {
 		name   string
 		method string

@@ -169,7 +169,7 @@ func TestStreamWSDuplex(t *testing.T) {
 
 func TestStreamWSControlErrors(t *testing.T) {
 	checkLeaks(t)
-	e := newEnv(t, bridge.Options{MaxStreamsPerConnection: 2, StreamBuffer: 1})
+	e := newEnv(t, bridge.Options{Streaming: bridge.Streaming{MaxStreamsPerConnection: 2, StreamBuffer: 1}})
 	w := dialWS(t, e)
 	server := w.open(serverStream, `{"count":1,"hold":true}`, 1)
 	if m := w.recv(); m["method"] != "rpc.stream.message" {
@@ -287,7 +287,7 @@ func TestStreamWSCancel(t *testing.T) {
 		waitFor(t, e.backend.Cancelled("close-b"), "the backend to see stream b cancelled")
 	})
 	t.Run("by a client that answers no ping", func(t *testing.T) {
-		e := newEnv(t, bridge.Options{WSPingInterval: 20 * time.Millisecond})
+		e := newEnv(t, bridge.Options{Streaming: bridge.Streaming{WSPingInterval: 20 * time.Millisecond}})
 		w := dialWS(t, e)
 		w.open(serverStream, `{"count":1,"hold":true,"key":"ping"}`, 1)
 		// From here on nothing reads the connection, so pongs never go out.
@@ -323,7 +323,7 @@ func TestWSPing(t *testing.T) {
 	checkLeaks(t)
 	// Each pong must come back within the interval: short, but not so
 	// short that a loaded machine misses it.
-	e := newEnv(t, bridge.Options{WSPingInterval: 100 * time.Millisecond})
+	e := newEnv(t, bridge.Options{Streaming: bridge.Streaming{WSPingInterval: 100 * time.Millisecond}})
 	pings := make(chan struct{}, 100)
 	w := dialWSWith(t, e, &websocket.DialOptions{OnPingReceived: func(context.Context, []byte) bool {
 		pings <- struct{}{}
@@ -358,7 +358,7 @@ func TestWSPing(t *testing.T) {
 // cancel it with the documented error instead of buffering it.
 func TestStreamWSSlowClient(t *testing.T) {
 	checkLeaks(t)
-	e := newEnv(t, bridge.Options{StreamBuffer: 8, SlowClientTimeout: 100 * time.Millisecond, WSPingInterval: -1})
+	e := newEnv(t, bridge.Options{Streaming: bridge.Streaming{StreamBuffer: 8, SlowClientTimeout: 100 * time.Millisecond, WSPingInterval: -1}})
 	w := dialWS(t, e)
 	var before runtime.MemStats
 	runtime.GC()

@@ -277,7 +277,7 @@ func TestWSUnaryAndBatch(t *testing.T) {
 
 func TestWSCloseCodes(t *testing.T) {
 	checkLeaks(t)
-	e := newEnv(t, bridge.Options{WSMaxMessageBytes: 1024})
+	e := newEnv(t, bridge.Options{Streaming: bridge.Streaming{WSMaxMessageBytes: 1024}})
 	t.Run("binary frame", func(t *testing.T) {
 		w := dialWS(t, e)
 		if err := w.c.Write(t.Context(), websocket.MessageBinary, []byte("{}")); err != nil {
@@ -377,7 +377,7 @@ func TestTranscriptsOverWebSocket(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
 			// One frame at a time, so that a notification has run before
 			// the next frame is read, as over HTTP.
-			e := newEnv(t, bridge.Options{MaxCallsPerConnection: 1})
+			e := newEnv(t, bridge.Options{Streaming: bridge.Streaming{MaxCallsPerConnection: 1}})
 			w := dialWS(t, e)
 			for i, s := range readTranscript(t, file) {
 				if s.status != http.StatusOK && s.status != http.StatusNoContent {

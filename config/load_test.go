@@ -59,9 +59,9 @@ func TestLoad(t *testing.T) {
 				"--max-batch-size", "2", "--batch-parallelism", "1", "--call-timeout", "2s", "--emit-unpopulated",
 				"--log-level", "debug", "--log-format", "json", "--shutdown-timeout", "1m", "--max-metadata-bytes", "4096"},
 			want: func(s *Settings) {
-				*s = Settings{Backend: "localhost:50051", Listen: ":9000", MaxBodyBytes: 10, MaxBatchSize: 2,
-					BatchParallelism: 1, CallTimeout: 2 * time.Second, EmitUnpopulated: true, LogLevel: "debug",
-					LogFormat: "json", ShutdownTimeout: time.Minute, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 4096}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults().withOutlierDefaults()
+				*s = Settings{Backend: "localhost:50051", Listen: ":9000", Limits: Limits{MaxBodyBytes: 10, MaxBatchSize: 2, BatchParallelism: 1, CallTimeout: 2 * time.Second, MaxMetadataBytes: 4096},
+					EmitUnpopulated: true, LogLevel: "debug",
+					LogFormat: "json", ShutdownTimeout: time.Minute, RefreshInterval: 5 * time.Minute}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults().withOutlierDefaults()
 			},
 		},
 		{
@@ -71,9 +71,9 @@ func TestLoad(t *testing.T) {
 				"BRIDGE_CALL_TIMEOUT": "1m30s", "BRIDGE_EMIT_UNPOPULATED": "true", "BRIDGE_LOG_LEVEL": "warn",
 				"BRIDGE_LOG_FORMAT": "json", "BRIDGE_SHUTDOWN_TIMEOUT": "5s", "BRIDGE_MAX_METADATA_BYTES": "100000"},
 			want: func(s *Settings) {
-				*s = Settings{Backend: "dns:///b:1", Listen: "0.0.0.0:80", MaxBodyBytes: 1024, MaxBatchSize: 7,
-					BatchParallelism: 3, CallTimeout: 90 * time.Second, EmitUnpopulated: true, LogLevel: "warn",
-					LogFormat: "json", ShutdownTimeout: 5 * time.Second, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 100000}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults().withOutlierDefaults()
+				*s = Settings{Backend: "dns:///b:1", Listen: "0.0.0.0:80", Limits: Limits{MaxBodyBytes: 1024, MaxBatchSize: 7, BatchParallelism: 3, CallTimeout: 90 * time.Second, MaxMetadataBytes: 100000},
+					EmitUnpopulated: true, LogLevel: "warn",
+					LogFormat: "json", ShutdownTimeout: 5 * time.Second, RefreshInterval: 5 * time.Minute}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults().withOutlierDefaults()
 			},
 		},
 		{
@@ -83,9 +83,9 @@ func TestLoad(t *testing.T) {
 				"call_timeout: 250ms\nemit_unpopulated: true\nlog_level: error\nlog_format: json\nshutdown_timeout: 2s\n" +
 				"max_metadata_bytes: 512\n",
 			want: func(s *Settings) {
-				*s = Settings{Backend: "b:1", Listen: ":0", MaxBodyBytes: 99, MaxBatchSize: 4,
-					BatchParallelism: 2, CallTimeout: 250 * time.Millisecond, EmitUnpopulated: true, LogLevel: "error",
-					LogFormat: "json", ShutdownTimeout: 2 * time.Second, RefreshInterval: 5 * time.Minute, MaxMetadataBytes: 512}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults().withOutlierDefaults()
+				*s = Settings{Backend: "b:1", Listen: ":0", Limits: Limits{MaxBodyBytes: 99, MaxBatchSize: 4, BatchParallelism: 2, CallTimeout: 250 * time.Millisecond, MaxMetadataBytes: 512},
+					EmitUnpopulated: true, LogLevel: "error",
+					LogFormat: "json", ShutdownTimeout: 2 * time.Second, RefreshInterval: 5 * time.Minute}.withGuardDefaults().withStreamingDefaults().withTracingDefaults().withOpenRPCDefaults().withOutlierDefaults()
 			},
 		},
 		{

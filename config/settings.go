@@ -21,22 +21,12 @@ type Settings struct {
 	Listen string
 	// TLS makes the listener serve HTTPS; its zero value serves HTTP.
 	TLS ListenerTLS
-	// MaxBodyBytes bounds one HTTP request body.
-	MaxBodyBytes int64
-	// MaxBatchSize bounds the number of calls in one JSON-RPC batch.
-	MaxBatchSize int
-	// BatchParallelism bounds the calls of one batch running at once.
-	BatchParallelism int
-	// CallTimeout bounds each backend call.
-	CallTimeout time.Duration
-	// MaxCallTimeout bounds the deadline a client may ask for; zero means
-	// CallTimeout.
-	MaxCallTimeout time.Duration
+	// Limits bound one request and its backend calls: max_body_bytes,
+	// max_batch_size, batch_parallelism, call_timeout, max_call_timeout and
+	// max_metadata_bytes (see Limits for what each bounds).
+	Limits
 	// Metadata chooses the headers forwarded to and returned from backends.
 	Metadata Metadata
-	// MaxMetadataBytes bounds the metadata one request forwards to a
-	// backend (see bridge.MetadataSize).
-	MaxMetadataBytes int64
 	// RefreshInterval is the period of rediscovery; zero turns it off.
 	RefreshInterval time.Duration
 	// EmitUnpopulated makes results carry fields holding default values.
@@ -136,6 +126,11 @@ type Settings struct {
 	// Tracing configures OpenTelemetry spans; its zero value records none.
 	Tracing Tracing
 }
+
+// Limits are the bounds of one request and its backend calls, as
+// bridge.Options takes them (package defaults declares them once, for
+// both).
+type Limits = defaults.Limits
 
 // Keepalive are grpc-go's keepalive.ClientParameters of backend
 // connections.
@@ -336,16 +331,18 @@ func (s Settings) BackendList() []Backend {
 // (TestDefaultsMatchPackages holds every key to one of the two).
 func Defaults() Settings {
 	return Settings{
-		Listen:           "127.0.0.1:8080",
-		MaxBodyBytes:     defaults.MaxBodyBytes,
-		MaxBatchSize:     defaults.MaxBatchSize,
-		BatchParallelism: defaults.BatchParallelism,
-		CallTimeout:      defaults.CallTimeout,
-		MaxMetadataBytes: defaults.MaxMetadataBytes,
-		RefreshInterval:  5 * time.Minute,
-		LogLevel:         "info",
-		LogFormat:        "text",
-		ShutdownTimeout:  15 * time.Second,
+		Listen: "127.0.0.1:8080",
+		Limits: Limits{
+			MaxBodyBytes:     defaults.MaxBodyBytes,
+			MaxBatchSize:     defaults.MaxBatchSize,
+			BatchParallelism: defaults.BatchParallelism,
+			CallTimeout:      defaults.CallTimeout,
+			MaxMetadataBytes: defaults.MaxMetadataBytes,
+		},
+		RefreshInterval: 5 * time.Minute,
+		LogLevel:        "info",
+		LogFormat:       "text",
+		ShutdownTimeout: 15 * time.Second,
 
 		Auth: Auth{IdentityMetadataKey: defaults.IdentityMetadataKey,
 			JWT: JWT{ClockSkew: DefaultClockSkew, JWKSRefresh: DefaultJWKSRefresh}},

@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"os"
 	"path"
-	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/config/defaults"
 )
@@ -38,44 +37,10 @@ type OpenRPC struct {
 	Servers []string
 }
 
-// Streaming are the limits of streaming calls and WebSocket connections;
-// see bridge.Options for what each bounds.
-type Streaming struct {
-	// MaxStreamMessages bounds the messages of one streamed reply.
-	MaxStreamMessages int
-	// MaxStreamBytes bounds the JSON bytes of one streamed reply.
-	MaxStreamBytes int64
-	// WSMaxMessageBytes bounds one WebSocket frame from a client; zero
-	// means MaxBodyBytes.
-	WSMaxMessageBytes int64
-	// StreamBuffer bounds the messages waiting in one WebSocket stream.
-	StreamBuffer int
-	// StreamBufferBytes bounds their bytes, each way.
-	StreamBufferBytes int64
-	// WSBufferBytes bounds the bytes waiting in all the streams of one
-	// connection, each way.
-	WSBufferBytes int64
-	// SlowClientTimeout is how long a full stream buffer waits for the
-	// client to read.
-	SlowClientTimeout time.Duration
-	// MaxStreamsPerConnection bounds the open streams of one connection.
-	MaxStreamsPerConnection int
-	// MaxCallsPerConnection bounds the frames of one connection being
-	// answered at once.
-	MaxCallsPerConnection int
-	// WSPingInterval is how often idle clients are pinged; zero turns pings
-	// and write timeouts off.
-	WSPingInterval time.Duration
-	// StreamKeepalive is how often an idle stream answered live over
-	// POST / gets a keepalive; zero turns them off.
-	StreamKeepalive time.Duration
-	// StreamTimeout is the deadline of a stream answered live over POST /
-	// whose request asks for none; zero means the call timeout.
-	StreamTimeout time.Duration
-	// WSOriginPatterns are the origins, besides the request's host, whose
-	// pages may open WebSocket connections; empty allows none.
-	WSOriginPatterns []string
-}
+// Streaming are the limits of streaming calls and WebSocket connections,
+// as bridge.Options takes them (package defaults declares them once, for
+// both). Here a 0s ws_ping_interval or stream_keepalive turns them off.
+type Streaming = defaults.Streaming
 
 // defaultStreaming are the defaults of bridge.Options (package defaults).
 func defaultStreaming() Streaming {

@@ -1,8 +1,10 @@
 // Package defaults spells once the defaults that the bridge's packages
 // and config both give: bridge.Options takes each for its zero value
 // (bridge.Default*), and config.Defaults gives the same to the settings,
-// which the flags' help and print-config show. It imports nothing of
-// this module, so that config, which imports it, stays a leaf (.ci/run).
+// which the flags' help and print-config show. It declares too the
+// groups of fields that both take (Limits, Streaming), so that each is
+// written once. It imports nothing of this module, so that config, which
+// imports it, stays a leaf (.ci/run).
 //
 // The defaults of the packages config does not import, and that do not
 // import this one (bridge/backend, bridge/ratelimit/redislimit and
