@@ -2,10 +2,11 @@ package bridge_test
 
 import (
 	"flag"
-	"os"
 	"runtime"
 	"strconv"
 	"testing"
+
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/binary"
 )
 
 // TestMain runs the package's parallel tests two at a time per CPU
@@ -24,5 +25,5 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	os.Exit(m.Run())
+	binary.Main(m) // removes the binaries the memory and MCP tests built
 }

@@ -11,17 +11,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/binary"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 )
 
@@ -191,19 +188,14 @@ func maxSample(a, b perfSample) perfSample {
 	}
 }
 
-// buildBridge builds the bridge's binary into a temporary directory, unless
-// -perf.bin names one.
+// buildBridge is the bridge's binary as it ships (binary.Build: built
+// once per test process), unless -perf.bin names one.
 func buildBridge(tb testing.TB) string {
 	tb.Helper()
 	if *perfBin != "" {
 		return *perfBin
 	}
-	bin := filepath.Join(tb.TempDir(), "grpc-jsonrpc-bridge")
-	cmd := exec.CommandContext(tb.Context(), "go", "build", "-o", bin, "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/cmd/grpc-jsonrpc-bridge")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return binary.Build(tb)
 }
 
 // startEchoBackend serves bench.v1.EchoService with reflection on
@@ -220,73 +212,16 @@ type bridgeProc struct {
 	http *http.Client
 }
 
-var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
-
-// startBridge starts the binary against backend on a free loopback port,
-// waits until it is ready, and stops it (SIGTERM, then SIGKILL) when tb
-// ends. Its output goes to a file in tb's temporary directory.
+// startBridge starts the binary against backend on a free loopback port
+// (binary.Start: stopped with SIGTERM, then SIGKILL 20 s later, when tb
+// ends) and waits until it is ready.
 func startBridge(tb testing.TB, bin, backend string) *bridgeProc {
 	tb.Helper()
-	logPath := filepath.Join(tb.TempDir(), "bridge.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	args := []string{"serve", "--backend", backend, "--listen", "127.0.0.1:0", "--metrics", "--log-format", "text"}
+	args := []string{bin, "serve", "--backend", backend, "--listen", "127.0.0.1:0", "--metrics", "--log-format", "text"}
 	args = append(args, strings.Fields(*perfBridgeArgs)...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(exited)
-	}()
-	tb.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-
-	p := &bridgeProc{pid: cmd.Process.Pid, http: &http.Client{Timeout: 10 * time.Second}}
-	deadline := time.Now().Add(30 * time.Second)
-	for p.addr == "" {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logPath)
-			tb.Fatalf("the bridge did not say where it listens:\n%s", log)
-		}
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(logPath)
-			tb.Fatalf("the bridge exited:\n%s", log)
-		case <-time.After(50 * time.Millisecond):
-		}
-		log, _ := os.ReadFile(logPath)
-		if m := listeningRE.FindSubmatch(log); m != nil {
-			p.addr = string(m[1])
-		}
-	}
-	for {
-		resp, err := p.http.Get("http://" + p.addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the bridge is not ready: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	p.http.CloseIdleConnections()
+	proc := binary.Start(tb, args, binary.Options{Name: "bridge", Grace: 20 * time.Second})
+	p := &bridgeProc{pid: proc.Pid(), addr: proc.Listening(tb), http: &http.Client{Timeout: 10 * time.Second}}
+	proc.Ready(tb, p.addr, 30*time.Second)
 	return p
 }
 
