@@ -7,9 +7,11 @@ package bridge
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"sync"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/live"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
@@ -22,6 +24,15 @@ type liveSet struct {
 }
 
 func (l *liveSet) drain() { l.Drain() }
+
+// liveFront is the engine as package live runs it: a call answered
+// before its stream opens is written as any of POST /, with the
+// backend's response headers (live.Front).
+type liveFront struct{ s *Server }
+
+func (f liveFront) Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) ([]byte, dispatch.ResponseMetadata) {
+	return f.s.engine.Run(ctx, msg, x, dst, f.s.md.capture())
+}
 
 // liveOf is the live form the request r offers for msg (not the calls of
 // /mcp): a single call with an id whose Accept asks for one; live.None
@@ -55,12 +66,12 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, 
 			Keepalive:         keepalive,
 			ReplyTimeout:      s.opts.ReplyTimeout,
 			Logger:            s.log,
-		}, s.engine) // past admit, a live call needs the engine alone
+		}, liveFront{s}) // past admit, a live call needs the engine alone
 	})
 	m := new(wire.Message) // the engine, behind an interface, has it: serveRPC's stays on its stack
 	*m = *msg
-	if reply, answered := s.lives.Serve(w, r, &x.Exchange, m, f, out.AvailableBuffer()); !answered {
-		s.writeReply(w, r, http.NewResponseController(w), x, out, reply)
+	if reply, md, answered := s.lives.Serve(w, r, &x.Exchange, m, f, out.AvailableBuffer()); !answered {
+		s.writeReply(w, r, http.NewResponseController(w), out, reply, md)
 	}
 }
 

@@ -108,23 +108,26 @@ func (s *Server) Handle(ctx context.Context, body, dst []byte) []byte {
 	if e := wire.Parse(body, s.opts.MaxBatchSize, &msg); e != nil {
 		return wire.AppendError(dst, wire.NullID, e)
 	}
-	x := &noExchange // read only: Run changes only Capture, which it has not
+	x := &noExchange // read only: Run does not change an Exchange
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
 		x = &dispatch.Exchange{Metadata: md}
 	}
-	return s.run(ctx, &msg, x, dst)
+	reply, _ := s.run(ctx, &msg, x, dst, false)
+	return reply
 }
 
 // noExchange is the Exchange of the messages of Handle that carry no
 // metadata.
 var noExchange dispatch.Exchange
 
-// run runs msg, which the caller's rate limit admitted, with x.
-func (s *Server) run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte {
+// run runs msg, which the caller's rate limit admitted, with x; with
+// capture, a single call's reply comes with the backend's response
+// metadata (dispatch.Engine.Run).
+func (s *Server) run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte, capture bool) ([]byte, dispatch.ResponseMetadata) {
 	if msg.Batch {
 		s.opts.Metrics.Batch(msg.Len())
 	}
-	return s.engine.Run(ctx, msg, x, dst)
+	return s.engine.Run(ctx, msg, x, dst, capture)
 }
 
 // BackendDialOptions are options for grpc.NewClient of the connection to
