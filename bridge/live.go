@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"sync"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/live"
@@ -17,11 +16,8 @@ import (
 )
 
 // liveSet is the Server's streams answered live over POST /, which Drain
-// ends: a live.Server, set up on first use.
-type liveSet struct {
-	once sync.Once
-	live.Server
-}
+// ends; New sets it up.
+type liveSet struct{ live.Server }
 
 func (l *liveSet) drain() { l.Drain() }
 
@@ -54,20 +50,6 @@ func (s *Server) liveOf(r *http.Request, msg *wire.Message) liveForm {
 // after serveRPC took its slot: live (package live) once its stream
 // opens, as any reply when the engine answers it before.
 func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, msg *wire.Message, f liveForm, out *bytes.Buffer) {
-	s.lives.once.Do(func() {
-		keepalive := s.opts.StreamKeepalive
-		if keepalive < 0 {
-			keepalive = 0
-		}
-		s.lives.Init(live.Options{
-			StreamBuffer:      s.opts.StreamBuffer,
-			StreamBufferBytes: s.opts.StreamBufferBytes,
-			SlowClientTimeout: s.opts.SlowClientTimeout,
-			Keepalive:         keepalive,
-			ReplyTimeout:      s.opts.ReplyTimeout,
-			Logger:            s.log,
-		}, liveFront{s}) // past admit, a live call needs the engine alone
-	})
 	m := new(wire.Message) // the engine, behind an interface, has it: serveRPC's stays on its stack
 	*m = *msg
 	if reply, md, answered := s.lives.Serve(w, r, &x.Exchange, m, f, out.AvailableBuffer()); !answered {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/live"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/observe"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ws"
@@ -83,6 +84,14 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 		PingInterval:            opts.WSPingInterval,
 		Logger:                  opts.Logger,
 	}, wsFront{s}, s.engine)
+	s.lives.Init(live.Options{
+		StreamBuffer:      opts.StreamBuffer,
+		StreamBufferBytes: opts.StreamBufferBytes,
+		SlowClientTimeout: opts.SlowClientTimeout,
+		Keepalive:         max(opts.StreamKeepalive, 0), // negative: none
+		ReplyTimeout:      opts.ReplyTimeout,
+		Logger:            opts.Logger,
+	}, liveFront{s}) // past admit, a live call needs the engine alone
 	s.origins = newOriginRules(opts)
 	s.compressible()
 	return s
