@@ -39,7 +39,7 @@
 // Origin and CORS rules), challenge.go (the auth types, the Bearer
 // challenge), resource.go (the protected resource metadata of RFC 9728,
 // which every 401 names), exchange.go (the one place headers become an
-// Exchange: metadata, identity, trace context, timeout, capture),
+// Exchange: metadata, identity, trace context, timeout),
 // metadata.go (which headers travel as metadata, and their size),
 // deadline.go (the timeout headers), limits.go (the front door's state:
 // slots, rate limiters, counts), tally.go (counts per client or
@@ -55,15 +55,19 @@
 //	front.go     front (request id; authenticate: 401) → serveRPC →
 //	             readBody (startReading: 429; 413, 408) → answer:
 //	             wire.Parse, the body's one look (-32700, -32600) →
-//	             exchangeOf (exchange.go fill: metadata, timeout, capture;
-//	             400, 431) → enter (429) → admit (rate limit: 429) → run
+//	             exchangeOf (exchange.go fill: metadata, timeout; 400,
+//	             431) → enter (429) → admit (rate limit: 429) → run
+//	             (capturing the response metadata when response headers
+//	             are configured)
 //	dispatch     Run → single: prepare (resolve; Guard.Allow: auth;
 //	             params → backend.Call) → execute (deadline; Invoker.Invoke)
 //	backend      direct: internal/unary writes the frames and reads the reply;
 //	             grpc-go: rawCodec passes the wire bytes; Status for failures
 //	dispatch     finish (result or error) → settle (MaxResponseBytes;
-//	             Guard.Done: observe, metrics and the log line)
-//	front.go     writeReply: writeCapture (response headers) → 200 or 204
+//	             Guard.Done: observe, metrics and the log line); Run
+//	             returns the reply and the call's ResponseMetadata
+//	front.go     writeReply: writeCapture (those response headers) → 200
+//	             or 204
 //
 // # One batch
 //

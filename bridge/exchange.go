@@ -3,8 +3,8 @@ package bridge
 // This file is the one place a request's headers become the Exchange its
 // calls run with (POST / and GET /ws alike): forwarded metadata, the
 // identity, request id, trace context and x-forwarded-for the bridge adds,
-// the timeout, and the capture of response headers. Its refusals are the
-// front door's (exchangeOf, front.go).
+// and the timeout. Its refusals are the front door's (exchangeOf,
+// front.go).
 
 import (
 	"net"
@@ -34,12 +34,10 @@ func (x *exchange) caller() *auth.Caller {
 // fill completes x, the exchange of a request with headers h from peer
 // (its RemoteAddr), with what its calls carry: the metadata h forwards
 // and the bridge adds (identity, request id, trace context,
-// x-forwarded-for), the timeout it asks for and, when single (a body of
-// one call) and response headers are configured, a place to capture the
-// backend's metadata. An error names the header the client got wrong. It
-// is the one place headers become an Exchange, for POST /, GET /ws and
-// MCP's tool calls alike.
-func (s *Server) fill(h http.Header, peer string, x *exchange, single bool) error {
+// x-forwarded-for) and the timeout it asks for. An error names the header
+// the client got wrong. It is the one place headers become an Exchange,
+// for POST /, GET /ws and MCP's tool calls alike.
+func (s *Server) fill(h http.Header, peer string, x *exchange) error {
 	md, err := s.md.forwarded(h)
 	if err != nil {
 		return err
@@ -52,9 +50,6 @@ func (s *Server) fill(h http.Header, peer string, x *exchange, single bool) erro
 		x.Timeout = d
 	}
 	x.Metadata = s.outgoing(md, x, h, peer)
-	if single && len(s.md.response) > 0 {
-		x.Capture = new(dispatch.Capture)
-	}
 	return nil
 }
 

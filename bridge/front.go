@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/observe"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
@@ -145,7 +146,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	defer putBuf(out)
 	out.Reset()
 	var msg wire.Message
-	reply, live, ref := s.answer(r.Context(), x, r.Header, r.RemoteAddr, in.Bytes(), r, &msg, out)
+	reply, md, live, ref := s.answer(r.Context(), x, r.Header, r.RemoteAddr, in.Bytes(), r, &msg, out)
 	if ref != nil {
 		s.startReply(rc)
 		defer s.endReply(rc, r)
@@ -157,16 +158,17 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 		s.serveLive(w, r, x, &msg, live, out) // see live.go
 		return
 	}
-	s.writeReply(w, r, rc, x, out, reply)
+	s.writeReply(w, r, rc, out, reply, md)
 }
 
 // writeReply writes reply, the engine's answer to the request r (empty
-// for notifications alone), with the backend's captured headers, within
-// ReplyTimeout; out is the pooled buffer reply was appended to.
-func (s *Server) writeReply(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange, out *bytes.Buffer, reply []byte) {
+// for notifications alone), with md, the backend's response metadata of
+// a single call, as headers (writeCapture), within ReplyTimeout; out is
+// the pooled buffer reply was appended to.
+func (s *Server) writeReply(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, out *bytes.Buffer, reply []byte, md dispatch.ResponseMetadata) {
 	s.startReply(rc)
 	defer s.endReply(rc, r)
-	writeCapture(w.Header(), x.Capture, s.md.response)
+	writeCapture(w.Header(), md, s.md.response)
 	if len(reply) == 0 {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -352,8 +354,8 @@ func (s *Server) tooLarge() *refusal {
 // exchangeOf fills x from the headers h of a request from peer (step 5;
 // see fill), or refuses the request: 400 for a header the client got
 // wrong, 431 for metadata over MaxMetadataBytes.
-func (s *Server) exchangeOf(h http.Header, peer string, x *exchange, single bool) *refusal {
-	if err := s.fill(h, peer, x, single); err != nil {
+func (s *Server) exchangeOf(h http.Header, peer string, x *exchange) *refusal {
+	if err := s.fill(h, peer, x); err != nil {
 		return &refusal{status: http.StatusBadRequest, reason: "bad_header", detail: err.Error(), err: wire.InvalidRequest(err.Error())}
 	}
 	if reason, e := s.metadataTooLarge(MetadataSize(x.Metadata)); e != nil {
@@ -453,33 +455,38 @@ func (s *Server) closeWS(key string) {
 // buffer; empty for notifications alone. h and peer are the request's
 // headers and client address. On a refusal nothing ran and no slot is
 // held; otherwise the request holds its in-flight slot, and the caller
-// calls leave once the reply is written. live, for POST / alone, is the
-// request: a single call of a stream it asks to be answered live comes
-// back with its form and no reply, for the caller to serve (live.go).
-func (s *Server) answer(ctx context.Context, x *exchange, h http.Header, peer string, body []byte, live *http.Request,
-	msg *wire.Message, out *bytes.Buffer) ([]byte, liveForm, *refusal) {
+// calls leave once the reply is written. r is POST /'s request (nil for
+// MCP's tool calls): a single call of a stream it asks to be answered
+// live comes back with its form and no reply, for the caller to serve
+// (live.go), and a single call's reply comes with the backend's response
+// metadata (md) when response headers are configured (Metadata).
+func (s *Server) answer(ctx context.Context, x *exchange, h http.Header, peer string, body []byte, r *http.Request,
+	msg *wire.Message, out *bytes.Buffer) (reply []byte, md dispatch.ResponseMetadata, live liveForm, ref *refusal) {
 	e := wire.Parse(body, s.opts.MaxBatchSize, msg)
-	if ref := s.exchangeOf(h, peer, x, e == nil && !msg.Batch); ref != nil {
-		return nil, notLive, ref
+	if ref = s.exchangeOf(h, peer, x); ref != nil {
+		return nil, md, notLive, ref
 	}
 	// The slot is taken for the work alone: the caller is authenticated
 	// and its body read. It is held until the reply is written.
-	if ref := s.enter(x); ref != nil {
-		return nil, notLive, ref
+	if ref = s.enter(x); ref != nil {
+		return nil, md, notLive, ref
 	}
 	if e != nil {
-		return wire.AppendError(out.AvailableBuffer(), wire.NullID, e), notLive, nil
+		return wire.AppendError(out.AvailableBuffer(), wire.NullID, e), md, notLive, nil
 	}
-	if ref := s.admit(ctx, x.caller(), msg.Len()); ref != nil {
+	if ref = s.admit(ctx, x.caller(), msg.Len()); ref != nil {
 		s.leave()
-		return nil, notLive, ref
+		return nil, md, notLive, ref
 	}
-	if live != nil {
-		if f := s.liveOf(live, msg); f != notLive {
-			return nil, f, nil
-		}
+	if r == nil { // MCP: its replies carry no headers
+		reply, _ = s.run(ctx, msg, &x.Exchange, out.AvailableBuffer(), false)
+		return reply, md, notLive, nil
 	}
-	return s.run(ctx, msg, &x.Exchange, out.AvailableBuffer()), notLive, nil
+	if live = s.liveOf(r, msg); live != notLive {
+		return nil, md, live, nil
+	}
+	reply, md = s.run(ctx, msg, &x.Exchange, out.AvailableBuffer(), s.md.capture())
+	return reply, md, notLive, nil
 }
 
 // requestID returns v when it is a usable request id (1 to 128 visible

@@ -7,21 +7,28 @@ package bridge
 
 import (
 	"bytes"
+	"context"
 	"net/http"
-	"sync"
 
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/live"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
 
 // liveSet is the Server's streams answered live over POST /, which Drain
-// ends: a live.Server, set up on first use.
-type liveSet struct {
-	once sync.Once
-	live.Server
-}
+// ends; New sets it up.
+type liveSet struct{ live.Server }
 
 func (l *liveSet) drain() { l.Drain() }
+
+// liveFront is the engine as package live runs it: a call answered
+// before its stream opens is written as any of POST /, with the
+// backend's response headers (live.Front).
+type liveFront struct{ s *Server }
+
+func (f liveFront) Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) ([]byte, dispatch.ResponseMetadata) {
+	return f.s.engine.Run(ctx, msg, x, dst, f.s.md.capture())
+}
 
 // liveOf is the live form the request r offers for msg (not the calls of
 // /mcp): a single call with an id whose Accept asks for one; live.None
@@ -43,24 +50,10 @@ func (s *Server) liveOf(r *http.Request, msg *wire.Message) liveForm {
 // after serveRPC took its slot: live (package live) once its stream
 // opens, as any reply when the engine answers it before.
 func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, msg *wire.Message, f liveForm, out *bytes.Buffer) {
-	s.lives.once.Do(func() {
-		keepalive := s.opts.StreamKeepalive
-		if keepalive < 0 {
-			keepalive = 0
-		}
-		s.lives.Init(live.Options{
-			StreamBuffer:      s.opts.StreamBuffer,
-			StreamBufferBytes: s.opts.StreamBufferBytes,
-			SlowClientTimeout: s.opts.SlowClientTimeout,
-			Keepalive:         keepalive,
-			ReplyTimeout:      s.opts.ReplyTimeout,
-			Logger:            s.log,
-		}, s.engine) // past admit, a live call needs the engine alone
-	})
 	m := new(wire.Message) // the engine, behind an interface, has it: serveRPC's stays on its stack
 	*m = *msg
-	if reply, answered := s.lives.Serve(w, r, &x.Exchange, m, f, out.AvailableBuffer()); !answered {
-		s.writeReply(w, r, http.NewResponseController(w), x, out, reply)
+	if reply, md, answered := s.lives.Serve(w, r, &x.Exchange, m, f, out.AvailableBuffer()); !answered {
+		s.writeReply(w, r, http.NewResponseController(w), out, reply, md)
 	}
 }
 

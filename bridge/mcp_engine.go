@@ -275,7 +275,7 @@ func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMes
 	defer putBuf(out)
 	out.Reset()
 	var msg wire.Message
-	reply, _, ref := s.answer(ctx, x, h, peer, request, nil, &msg, out)
+	reply, _, _, ref := s.answer(ctx, x, h, peer, request, nil, &msg, out)
 	if ref != nil {
 		return e.refused(ctx, x, ref)
 	}

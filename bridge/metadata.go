@@ -219,14 +219,19 @@ func (s *Server) metadataTooLarge(size int64) (string, *mapping.Error) {
 	}
 }
 
-// writeCapture sets the allowed response metadata of c as HTTP headers
-// on h; -bin values are base64 encoded. A nil c sets nothing.
-func writeCapture(h http.Header, c *dispatch.Capture, keys []string) {
-	if c == nil {
+// capture reports whether POST / asks the engine for the backend's
+// response metadata of a single call: when ResponseHeaders lists any.
+func (m *metadataRules) capture() bool { return len(m.response) > 0 }
+
+// writeCapture sets the response metadata md lists under keys (the
+// allowed ones) as HTTP headers on h; -bin values are base64 encoded.
+// The zero md sets nothing.
+func writeCapture(h http.Header, md dispatch.ResponseMetadata, keys []string) {
+	if md.Header == nil && md.Trailer == nil {
 		return
 	}
 	for _, key := range keys {
-		values := append(c.Header.Get(key), c.Trailer.Get(key)...)
+		values := append(md.Header.Get(key), md.Trailer.Get(key)...)
 		if len(values) == 0 {
 			continue
 		}

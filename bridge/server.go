@@ -10,6 +10,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/live"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/observe"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/ws"
@@ -83,6 +84,14 @@ func New(conn grpc.ClientConnInterface, opts Options) *Server {
 		PingInterval:            opts.WSPingInterval,
 		Logger:                  opts.Logger,
 	}, wsFront{s}, s.engine)
+	s.lives.Init(live.Options{
+		StreamBuffer:      opts.StreamBuffer,
+		StreamBufferBytes: opts.StreamBufferBytes,
+		SlowClientTimeout: opts.SlowClientTimeout,
+		Keepalive:         max(opts.StreamKeepalive, 0), // negative: none
+		ReplyTimeout:      opts.ReplyTimeout,
+		Logger:            opts.Logger,
+	}, liveFront{s}) // past admit, a live call needs the engine alone
 	s.origins = newOriginRules(opts)
 	s.compressible()
 	return s
@@ -108,23 +117,26 @@ func (s *Server) Handle(ctx context.Context, body, dst []byte) []byte {
 	if e := wire.Parse(body, s.opts.MaxBatchSize, &msg); e != nil {
 		return wire.AppendError(dst, wire.NullID, e)
 	}
-	x := &noExchange // read only: Run changes only Capture, which it has not
+	x := &noExchange // read only: Run does not change an Exchange
 	if md, ok := metadata.FromOutgoingContext(ctx); ok {
 		x = &dispatch.Exchange{Metadata: md}
 	}
-	return s.run(ctx, &msg, x, dst)
+	reply, _ := s.run(ctx, &msg, x, dst, false)
+	return reply
 }
 
 // noExchange is the Exchange of the messages of Handle that carry no
 // metadata.
 var noExchange dispatch.Exchange
 
-// run runs msg, which the caller's rate limit admitted, with x.
-func (s *Server) run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte {
+// run runs msg, which the caller's rate limit admitted, with x; with
+// capture, a single call's reply comes with the backend's response
+// metadata (dispatch.Engine.Run).
+func (s *Server) run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte, capture bool) ([]byte, dispatch.ResponseMetadata) {
 	if msg.Batch {
 		s.opts.Metrics.Batch(msg.Len())
 	}
-	return s.engine.Run(ctx, msg, x, dst)
+	return s.engine.Run(ctx, msg, x, dst, capture)
 }
 
 // BackendDialOptions are options for grpc.NewClient of the connection to

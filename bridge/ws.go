@@ -32,7 +32,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, x *exchange) {
 		s.notWebSocket(w, r, x, "no Upgrade: websocket header")
 		return
 	}
-	if ref := s.exchangeOf(r.Header, r.RemoteAddr, x, false); ref != nil {
+	if ref := s.exchangeOf(r.Header, r.RemoteAddr, x); ref != nil {
 		s.refuse(w, r, x, ref)
 		return
 	}
@@ -84,7 +84,8 @@ func (f wsFront) Admit(x *dispatch.Exchange, n int) (string, bool) {
 }
 
 func (f wsFront) Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte {
-	return f.s.run(ctx, msg, x, dst)
+	reply, _ := f.s.run(ctx, msg, x, dst, false) // frames carry no headers
+	return reply
 }
 
 // headerHas reports whether the comma-separated header name of h lists

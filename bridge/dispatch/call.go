@@ -38,22 +38,29 @@ type call struct {
 	over      bool           // its response did not fit in its budget
 	mode      Mode           // how a call of a streaming method is answered
 	sink      Sink           // where its messages go as they arrive, if anywhere
+	// capture asks for the backend's response metadata (a single call's,
+	// when Run is asked to), which md holds once the call ran.
+	capture bool
+	md      ResponseMetadata
 }
 
 // Run answers msg, which the transport received with x, and appends the
 // reply to dst; a result as long as dst means there is nothing to reply
-// (notifications only).
-func (e *Engine) Run(ctx context.Context, msg *wire.Message, x *Exchange, dst []byte) []byte {
+// (notifications only). With capture, the reply to a single call (not a
+// batch) comes with the backend's response metadata of the call, for a
+// transport that returns them (POST /'s response headers); without, or
+// for a call that reached no backend, the metadata are the zero value.
+func (e *Engine) Run(ctx context.Context, msg *wire.Message, x *Exchange, dst []byte, capture bool) ([]byte, ResponseMetadata) {
 	t := e.table.Load()
 	if !msg.Batch {
-		return e.single(ctx, t, x, &msg.Single, dst)
+		return e.single(ctx, t, x, &msg.Single, dst, capture)
 	}
-	return e.batch(ctx, t, x, msg.Members, dst)
+	return e.batch(ctx, t, x, msg.Members, dst), ResponseMetadata{}
 }
 
 // single runs one call: prepare, execute, finish, then settle.
-func (e *Engine) single(ctx context.Context, t *Table, x *Exchange, r *wire.Request, dst []byte) []byte {
-	c := call{req: *r}
+func (e *Engine) single(ctx context.Context, t *Table, x *Exchange, r *wire.Request, dst []byte, capture bool) ([]byte, ResponseMetadata) {
+	c := call{req: *r, capture: capture}
 	e.begin(t, x, &c)
 	start := len(dst)
 	out := e.safely(&c, dst, func(dst []byte) []byte {
@@ -64,7 +71,7 @@ func (e *Engine) single(ctx context.Context, t *Table, x *Exchange, r *wire.Requ
 		e.execute(ctx, t, x, &c)
 		return e.finish(&c, dst)
 	})
-	return e.settle(ctx, t, x, &c, out, start, nil)
+	return e.settle(ctx, t, x, &c, out, start, nil), c.md
 }
 
 // batch runs the members of a batch and appends the array of their
@@ -266,7 +273,7 @@ func (e *Engine) prepare(ctx context.Context, t *Table, x *Exchange, c *call, bu
 		backend.PutCall(bc)
 		return e.fail(c, dst, err), false
 	}
-	bc.Method, bc.Metadata, bc.Capture = m.Path, x.Metadata, x.Capture != nil
+	bc.Method, bc.Metadata, bc.Capture = m.Path, x.Metadata, c.capture
 	if budget != nil {
 		bc.Budget = budget
 	} else {
@@ -290,15 +297,22 @@ func (e *Engine) execute(ctx context.Context, t *Table, x *Exchange, c *call) {
 		return
 	}
 	if c.bc == nil {
-		c.collected, c.err = e.collect(ctx, t, x, m, c.msg, c.sink, &c.res)
+		var got *ResponseMetadata // grpc-go's to fill: on the heap, and only when asked
+		if c.capture {
+			got = new(ResponseMetadata)
+		}
+		c.collected, c.err = e.collect(ctx, t, x, m, c.msg, c.sink, &c.res, got)
+		if got != nil {
+			c.md = *got
+		}
 		if c.err == errOverBudget {
 			c.err, c.over = nil, true
 		}
 		return
 	}
 	err := m.invoker.Invoke(ctx, c.bc)
-	if x.Capture != nil {
-		x.Capture.Header, x.Capture.Trailer = c.bc.Header, c.bc.Trailer
+	if c.capture {
+		c.md = ResponseMetadata{Header: c.bc.Header, Trailer: c.bc.Trailer}
 	}
 	if err != nil {
 		c.err = e.callError(ctx, t, c, err)

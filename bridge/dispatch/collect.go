@@ -95,16 +95,17 @@ func (e *Engine) tooManyBytes() *mapping.Error {
 // MaxStreamMessages responses, or more than MaxStreamBytes of them, end
 // the call with RESOURCE_EXHAUSTED. Each response takes its size of res
 // as it is appended; one that does not fit ends the call with
-// errOverBudget. A call that fails gives back what it took.
-func (e *Engine) collect(ctx context.Context, t *Table, x *Exchange, m *Method, reqs []proto.Message, progress Sink, res *reservation) (dst []byte, err *mapping.Error) {
+// errOverBudget. A call that fails gives back what it took. The
+// backend's response metadata go to md, when not nil.
+func (e *Engine) collect(ctx context.Context, t *Table, x *Exchange, m *Method, reqs []proto.Message, progress Sink, res *reservation, md *ResponseMetadata) (dst []byte, err *mapping.Error) {
 	defer func() {
 		if err != nil {
 			res.release()
 		}
 	}()
 	var opts []grpc.CallOption
-	if x.Capture != nil {
-		opts = []grpc.CallOption{grpc.Header(&x.Capture.Header), grpc.Trailer(&x.Capture.Trailer)}
+	if md != nil {
+		opts = []grpc.CallOption{grpc.Header(&md.Header), grpc.Trailer(&md.Trailer)}
 	}
 	st, err := e.OpenStream(ctx, t, m, x.Metadata, reqs, nil, opts...)
 	if err != nil {

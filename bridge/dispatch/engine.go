@@ -59,8 +59,7 @@ func (e *Engine) Update(c Catalog) { e.table.Store(e.newTable(c)) }
 func (e *Engine) Table() *Table { return e.table.Load() }
 
 // An Exchange is what a transport learned about the message it hands to
-// Run: who sent it and what its calls carry. It is not changed by Run,
-// except for Capture, which a single call fills.
+// Run: who sent it and what its calls carry. Run does not change it.
 type Exchange struct {
 	RequestID string
 	// Caller is the authenticated identity, nil with authentication off
@@ -72,9 +71,6 @@ type Exchange struct {
 	// Timeout is the deadline the client asked for, uncapped: deadline
 	// holds it to Options.MaxCallTimeout (0 means none was asked for).
 	Timeout time.Duration
-	// Capture, when not nil, receives the backend's response metadata of
-	// a single call (not a batch's).
-	Capture *Capture
 	// Streams is the transport's end of the calls of streaming methods
 	// (sink.go): how each is answered and where its messages go; nil
 	// answers every stream in one reply (POST / asking for no live form).
@@ -84,8 +80,11 @@ type Exchange struct {
 // A Caller is an authenticated identity.
 type Caller interface{ Name() string }
 
-// Capture holds the backend's response metadata of one call.
-type Capture struct {
+// ResponseMetadata is the backend's response metadata of one call: its
+// headers and trailers, which Run returns for a single call when asked
+// to capture them. The zero value is none (nothing asked, a batch, or a
+// call that reached no backend).
+type ResponseMetadata struct {
 	Header, Trailer metadata.MD
 }
 

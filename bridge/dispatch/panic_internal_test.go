@@ -31,7 +31,8 @@ func TestPanicBecomesInternalError(t *testing.T) {
 			if err := wire.Parse([]byte(tt.body), 100, &msg); err != nil {
 				t.Fatal(err.Message)
 			}
-			got := string(e.Run(context.Background(), &msg, &Exchange{}, nil))
+			reply, _ := e.Run(context.Background(), &msg, &Exchange{}, nil, false)
+			got := string(reply)
 			if got != tt.want {
 				t.Errorf("got %s, want %s", got, tt.want)
 			}

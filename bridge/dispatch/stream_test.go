@@ -168,7 +168,8 @@ func TestCollectProgress(t *testing.T) {
 	if err := wire.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"test.v1.TestService.ServerStream","params":{"count":2}}`), 10, &msg); err != nil {
 		t.Fatal(err.Message)
 	}
-	got := string(e.Run(t.Context(), &msg, x, nil))
+	reply, _ := e.Run(t.Context(), &msg, x, nil, false)
+	got := string(reply)
 	if want := `{"jsonrpc":"2.0","id":1,"result":[{"seq":1},{"seq":2}]}`; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}

@@ -48,11 +48,12 @@ type Options struct {
 }
 
 // A Front is what a live stream needs of the front door its request came
-// through, once the front door admitted it: the engine behind it
-// (*dispatch.Engine is one).
+// through, once the front door admitted it: the engine behind it.
 type Front interface {
-	// Run answers msg with x.
-	Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte
+	// Run answers msg with x, as dispatch.Engine.Run, with the backend's
+	// response metadata of a call answered before its stream opened
+	// when the front door returns them.
+	Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) ([]byte, dispatch.ResponseMetadata)
 }
 
 // A Server serves the streams answered live of one bridge. Its zero
@@ -73,11 +74,12 @@ func (s *Server) Init(opts Options, front Front) { s.opts, s.front = opts, front
 // for the live form f, with x (the front door's). A call the engine
 // answers before its stream opens (a method that does not stream, an
 // unknown one, a refusal, bad params) is not answered: Serve returns its
-// reply, for the caller to write as any call's. Once the stream opens,
+// reply and Front's response metadata, for the caller to write as any
+// call's. Once the stream opens,
 // the reply is the live one: 200, then each message as it comes,
 // keepalives while none does, and the reply to the request last, even
 // for an error. Live replies are not compressed.
-func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Exchange, msg *wire.Message, f Form, dst []byte) (reply []byte, answered bool) {
+func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Exchange, msg *wire.Message, f Form, dst []byte) (reply []byte, md dispatch.ResponseMetadata, answered bool) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	l := &stream{s: s, form: f, id: msg.Single.ID, cancel: cancel, w: w, r: r}
 	s.add(l)
@@ -91,13 +93,13 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, x *dispatch.Excha
 	}()
 	lx := *x
 	lx.Streams = l
-	reply = s.front.Run(ctx, msg, &lx, dst)
+	reply, md = s.front.Run(ctx, msg, &lx, dst)
 	if l.out == nil {
-		return reply, false
+		return reply, md, false
 	}
 	l.out.Close(reply)
 	<-l.done
-	return nil, true
+	return nil, dispatch.ResponseMetadata{}, true
 }
 
 // stream is one request answered live: the dispatch.Streams of its call,

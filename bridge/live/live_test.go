@@ -72,23 +72,23 @@ type engine struct {
 	ctx  context.Context // the call's, once Run ran
 }
 
-func (e *engine) Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte {
+func (e *engine) Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) ([]byte, dispatch.ResponseMetadata) {
 	e.ctx = ctx
 	mode, sink := x.Streams.Stream(&dispatch.Method{Kind: e.kind}, msg.Single)
 	if mode != dispatch.Live {
-		return append(dst, `{"jsonrpc":"2.0","id":1,"result":[]}`...)
+		return append(dst, `{"jsonrpc":"2.0","id":1,"result":[]}`...), dispatch.ResponseMetadata{}
 	}
 	sink.(dispatch.Opener).Open()
 	w := sink.(dispatch.Waiter)
 	for _, m := range e.msgs {
 		if err := w.Wait(ctx); err != nil {
-			return wire.AppendError(dst, msg.Single.ID, wire.Internal)
+			return wire.AppendError(dst, msg.Single.ID, wire.Internal), dispatch.ResponseMetadata{}
 		}
 		if err := sink.Send(ctx, []byte(m)); err != nil {
-			return wire.AppendError(dst, msg.Single.ID, wire.Internal)
+			return wire.AppendError(dst, msg.Single.ID, wire.Internal), dispatch.ResponseMetadata{}
 		}
 	}
-	return wire.AppendLiveResult(dst, msg.Single.ID, len(e.msgs))
+	return wire.AppendLiveResult(dst, msg.Single.ID, len(e.msgs)), dispatch.ResponseMetadata{}
 }
 
 func serve(t *testing.T, s *Server, f Form, body string) (*httptest.ResponseRecorder, []byte, bool) {
@@ -99,7 +99,7 @@ func serve(t *testing.T, s *Server, f Form, body string) (*httptest.ResponseReco
 	}
 	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/", strings.NewReader(body))
 	w := httptest.NewRecorder()
-	reply, answered := s.Serve(w, r, &dispatch.Exchange{}, &msg, f, nil)
+	reply, _, answered := s.Serve(w, r, &dispatch.Exchange{}, &msg, f, nil)
 	return w, reply, answered
 }
 
