@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"encoding/json"
+
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 )

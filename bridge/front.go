@@ -44,6 +44,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/live"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/observe"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
@@ -155,8 +156,10 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, x *exchange) {
 	}
 	defer s.leave()
 	if live != notLive {
-		s.serveLive(w, r, x, &msg, live, out) // see live.go
-		return
+		var answered bool
+		if reply, md, answered = s.serveLive(w, r, x, &msg, live, out); answered { // live.go
+			return
+		}
 	}
 	s.writeReply(w, r, rc, out, reply, md)
 }
@@ -505,4 +508,20 @@ func visibleASCII(v string) bool {
 		}
 	}
 	return true
+}
+
+// liveOf is the live form the request r offers for msg (not the calls of
+// /mcp): a single call with an id whose Accept asks for one; live.None
+// for everything else, answered as ever. Whether the call is answered
+// live is the engine's to ask of live (a call of a server or bidi
+// stream), once the method is known.
+func (s *Server) liveOf(r *http.Request, msg *wire.Message) liveForm {
+	if msg.Batch || msg.Single.ID == nil || msg.Single.Invalid != nil || r.URL.Path != "/" {
+		return live.None
+	}
+	accept := r.Header["Accept"]
+	if len(accept) == 0 {
+		return live.None
+	}
+	return live.Accept(accept)
 }

@@ -1,22 +1,12 @@
 package bridge
 
 import (
-	"bytes"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
-
-// bufPool recycles request bodies and replies.
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// maxPooled keeps one huge request from pinning its buffer forever.
-const maxPooled = 1 << 20
 
 // ServeHTTP serves JSON-RPC at POST / and over WebSocket at GET /ws, MCP
 // at /mcp, the OpenRPC document at GET /openrpc.json, the API explorer at
@@ -115,41 +105,6 @@ func serveProbe(w http.ResponseWriter, r *http.Request, ok bool, body string) {
 	}
 	writeJSON(w, code, []byte(body))
 }
-
-// startReply gives the reply of a POST / its deadline, ReplyTimeout from
-// now: a client that does not read it frees its MaxInFlight slot when it
-// expires, as the write fails (HTTP/1) or the stream is reset (HTTP/2).
-// It replaces the server's WriteTimeout for the reply. The deadline is
-// the request's own, so GET /ws is unaffected.
-func (s *Server) startReply(rc *http.ResponseController) {
-	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.ReplyTimeout))
-}
-
-// endReply writes out the reply under its deadline and, over HTTP/1,
-// where the deadline is the connection's, lifts it, lest it fail the
-// next request on the connection (such as a GET /ws upgrade).
-func (s *Server) endReply(rc *http.ResponseController, r *http.Request) {
-	if r.ProtoMajor == 1 {
-		_ = rc.Flush()
-		_ = rc.SetWriteDeadline(time.Time{})
-	}
-}
-
-func putBuf(b *bytes.Buffer) {
-	if b.Cap() <= maxPooled {
-		bufPool.Put(b)
-	}
-}
-
-func writeJSON(w http.ResponseWriter, code int, body []byte) {
-	h := w.Header()
-	h["Content-Type"] = jsonContentType // shared: net/http only reads it
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(code)
-	w.Write(body)
-}
-
-var jsonContentType = []string{"application/json"}
 
 // serveDocument answers GET /openrpc.json with the document the caller
 // of x may see, within reply_timeout. Its refusals are counted and logged.

@@ -7,7 +7,6 @@ package bridge
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
@@ -21,40 +20,15 @@ type liveSet struct{ live.Server }
 
 func (l *liveSet) drain() { l.Drain() }
 
-// liveFront is the engine as package live runs it: a call answered
-// before its stream opens is written as any of POST /, with the
-// backend's response headers (live.Front).
-type liveFront struct{ s *Server }
-
-func (f liveFront) Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) ([]byte, dispatch.ResponseMetadata) {
-	return f.s.engine.Run(ctx, msg, x, dst, f.s.md.capture())
-}
-
-// liveOf is the live form the request r offers for msg (not the calls of
-// /mcp): a single call with an id whose Accept asks for one; live.None
-// for everything else, answered as ever. Whether the call is answered
-// live is the engine's to ask of live (a call of a server or bidi
-// stream), once the method is known.
-func (s *Server) liveOf(r *http.Request, msg *wire.Message) liveForm {
-	if msg.Batch || msg.Single.ID == nil || msg.Single.Invalid != nil || r.URL.Path != "/" {
-		return live.None
-	}
-	accept := r.Header["Accept"]
-	if len(accept) == 0 {
-		return live.None
-	}
-	return live.Accept(accept)
-}
-
 // serveLive answers msg, the request of r that offers the live form f,
-// after serveRPC took its slot: live (package live) once its stream
-// opens, as any reply when the engine answers it before.
-func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, msg *wire.Message, f liveForm, out *bytes.Buffer) {
+// after serveRPC took its slot: package live streams it once its stream
+// opens (answered). A call the engine answers before, as any, comes back
+// as its reply and the backend's response metadata, for serveRPC to
+// write.
+func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, x *exchange, msg *wire.Message, f liveForm, out *bytes.Buffer) (reply []byte, md dispatch.ResponseMetadata, answered bool) {
 	m := new(wire.Message) // the engine, behind an interface, has it: serveRPC's stays on its stack
 	*m = *msg
-	if reply, md, answered := s.lives.Serve(w, r, &x.Exchange, m, f, out.AvailableBuffer()); !answered {
-		s.writeReply(w, r, http.NewResponseController(w), out, reply, md)
-	}
+	return s.lives.Serve(w, r, &x.Exchange, m, f, out.AvailableBuffer())
 }
 
 // liveForm is the live form a request offers (live.Form); notLive, none:

@@ -152,3 +152,12 @@ func BackendDialOptions(opts Options) []grpc.DialOption {
 	w := int32(min(max(opts.StreamBufferBytes, 64<<10), 1<<20))
 	return []grpc.DialOption{grpc.WithInitialWindowSize(w), grpc.WithInitialConnWindowSize(16 << 20)}
 }
+
+// liveFront is the engine as package live runs it: a call answered
+// before its stream opens is written as any of POST /, with the
+// backend's response headers (live.Front).
+type liveFront struct{ s *Server }
+
+func (f liveFront) Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) ([]byte, dispatch.ResponseMetadata) {
+	return f.s.engine.Run(ctx, msg, x, dst, f.s.md.capture())
+}

@@ -4,10 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
 
 // serveWS upgrades GET /ws to a WebSocket connection and serves JSON-RPC
@@ -57,35 +53,6 @@ func (s *Server) notWebSocket(w http.ResponseWriter, r *http.Request, x *exchang
 	w.Header().Set("Upgrade", "websocket")
 	s.refused(r.Context(), x, "not_websocket", detail)
 	writeJSON(w, http.StatusUpgradeRequired, []byte(`{"error":"GET /ws opens a WebSocket connection; send the WebSocket upgrade headers"}`))
-}
-
-// wsFront is the front door as a WebSocket connection sees it, for each
-// frame: the in-flight slots and rate limits POST / goes through too.
-type wsFront struct{ s *Server }
-
-func (f wsFront) Enter() (string, bool) {
-	if !f.s.takeSlot() {
-		ref := f.s.inFlightRefusal()
-		f.s.opts.Metrics.Refusal(ref.reason)
-		return ref.message, false
-	}
-	f.s.opts.Metrics.RequestStarted()
-	return "", true
-}
-
-func (f wsFront) Leave() { f.s.leave() }
-
-func (f wsFront) Admit(x *dispatch.Exchange, n int) (string, bool) {
-	if ref := f.s.admit(context.Background(), auth.CallerOf(x), n); ref != nil { // the store bounds its own wait
-		f.s.opts.Metrics.Refusal(ref.reason)
-		return ref.message, false
-	}
-	return "", true
-}
-
-func (f wsFront) Run(ctx context.Context, msg *wire.Message, x *dispatch.Exchange, dst []byte) []byte {
-	reply, _ := f.s.run(ctx, msg, x, dst, false) // frames carry no headers
-	return reply
 }
 
 // headerHas reports whether the comma-separated header name of h lists
