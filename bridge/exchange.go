@@ -15,6 +15,7 @@ import (
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/auth"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
 
 // exchange is what the front door learned about one request: the
@@ -187,4 +188,17 @@ func validTraceparent(v string) bool {
 		}
 	}
 	return v[3:35] != "00000000000000000000000000000000" && v[36:52] != "0000000000000000"
+}
+
+// exchangeOf fills x from the headers h of a request from peer (step 5;
+// see fill), or refuses the request: 400 for a header the client got
+// wrong, 431 for metadata over MaxMetadataBytes.
+func (s *Server) exchangeOf(h http.Header, peer string, x *exchange) *refusal {
+	if err := s.fill(h, peer, x); err != nil {
+		return &refusal{status: http.StatusBadRequest, reason: "bad_header", detail: err.Error(), err: wire.InvalidRequest(err.Error())}
+	}
+	if reason, e := s.metadataTooLarge(MetadataSize(x.Metadata)); e != nil {
+		return &refusal{status: http.StatusRequestHeaderFieldsTooLarge, reason: "metadata_too_large", detail: reason, err: e}
+	}
+	return nil
 }

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/dispatch"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/mapping"
 )
@@ -222,27 +221,3 @@ func (s *Server) metadataTooLarge(size int64) (string, *mapping.Error) {
 // capture reports whether POST / asks the engine for the backend's
 // response metadata of a single call: when ResponseHeaders lists any.
 func (m *metadataRules) capture() bool { return len(m.response) > 0 }
-
-// writeCapture sets the response metadata md lists under keys (the
-// allowed ones) as HTTP headers on h; -bin values are base64 encoded.
-// The zero md sets nothing.
-func writeCapture(h http.Header, md dispatch.ResponseMetadata, keys []string) {
-	if md.Header == nil && md.Trailer == nil {
-		return
-	}
-	for _, key := range keys {
-		values := append(md.Header.Get(key), md.Trailer.Get(key)...)
-		if len(values) == 0 {
-			continue
-		}
-		name := textproto.CanonicalMIMEHeaderKey(key)
-		for _, v := range values {
-			if strings.HasSuffix(key, "-bin") {
-				v = base64.StdEncoding.EncodeToString([]byte(v))
-			} else if !printable(v) {
-				continue
-			}
-			h.Add(name, v)
-		}
-	}
-}

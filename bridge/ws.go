@@ -3,7 +3,9 @@ package bridge
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // serveWS upgrades GET /ws to a WebSocket connection and serves JSON-RPC
@@ -66,4 +68,27 @@ func headerHas(h http.Header, name, token string) bool {
 		}
 	}
 	return false
+}
+
+// openWS counts a new WebSocket connection of r, in all and per client,
+// or refuses it when either is at its limit. The caller calls closeWS
+// with key when openWS returns nil.
+func (s *Server) openWS(key string) *refusal {
+	g := s.guard
+	if g.wsOpen.Add(1) > int64(s.opts.MaxWSConnections) {
+		g.wsOpen.Add(-1)
+		return tooMany("ws_connections", "the bridge has as many WebSocket connections open as max_ws_connections ("+
+			strconv.Itoa(s.opts.MaxWSConnections)+"); retry later", time.Second)
+	}
+	if !g.wsClient.take(key, s.opts.MaxWSConnectionsPerClient) {
+		g.wsOpen.Add(-1)
+		return tooMany("ws_connections", "this client has as many WebSocket connections open as max_ws_connections_per_client ("+
+			strconv.Itoa(s.opts.MaxWSConnectionsPerClient)+"); close one or retry later", time.Second)
+	}
+	return nil
+}
+
+func (s *Server) closeWS(key string) {
+	s.guard.wsClient.give(key)
+	s.guard.wsOpen.Add(-1)
 }
