@@ -1,5 +1,10 @@
 package bridge
 
+// This file is the front door's steps 5 to 7 (front.go lists them all) and
+// the engine: answer, which POST / and MCP's tool calls share once a body
+// is read, parses it once, fills its Exchange, takes its in-flight slot
+// and rate limit, and runs it, or says it is to be answered live.
+
 import (
 	"bytes"
 	"context"
@@ -12,11 +17,6 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/live"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
-
-// This file is the front door's steps 5 to 7 (front.go lists them all) and
-// the engine: answer, which POST / and MCP's tool calls share once a body
-// is read, parses it once, fills its Exchange, takes its in-flight slot
-// and rate limit, and runs it, or says it is to be answered live.
 
 // enter counts the request of x, whose body has been read, among the
 // requests in flight (step 6), or refuses it when MaxInFlight are

@@ -28,107 +28,169 @@
 //	  redislimit      a Limiter shared by replicas through Redis (GCRA),
 //	                  with Local as its fallback; cmd wires it
 //
-// The files of this package, each with one job: options.go (Options and
-// their one defaults pass, the values from config/defaults), server.go
-// (New, Update, Handle), http.go (routes, probes, GET /openrpc.json),
-// front.go (the front door: its admission steps in order, each with its
-// refusal and count; POST / through them, serveRPC; and answer, the part
-// of it after the body that MCP shares), lifecycle.go (Drain, then Shutdown: drain, the front
-// servers, the WebSockets), live.go (POST / up to package live: the
-// form a request offers), origin.go (the Host,
-// Origin and CORS rules), challenge.go (the auth types, the Bearer
-// challenge), resource.go (the protected resource metadata of RFC 9728,
-// which every 401 names), exchange.go (the one place headers become an
-// Exchange: metadata, identity, trace context, timeout),
-// metadata.go (which headers travel as metadata, and their size),
-// deadline.go (the timeout headers), limits.go (the front door's state:
-// slots, rate limiters, counts), tally.go (counts per client or
-// connection), compress.go (gzip both ways), observe.go (the metrics'
-// types), ws.go (GET /ws up to the upgrade, and the ws.Front of its
-// frames), mcp_engine.go (/mcp: the mcp.Engine, whose tool calls run
-// through answer), readiness.go (the probes' details).
+// The files of this package, each with one job:
+//
+//	options.go     Options and their one defaults pass (values: config/defaults)
+//	server.go      New, Update, Handle; run, the engine's one door (and
+//	               liveFront, the engine as package live runs it)
+//	http.go        ServeHTTP's routes, the probes, GET /openrpc.json
+//	origin.go      the Host, Origin and CORS rules (checkOrigin)
+//	front.go       the front door: its admission steps in order, each with
+//	               its refusal and count (refuse, refused); steps 1 to 4
+//	               (front, authenticate, startReading, readBody); serveRPC
+//	answer.go      steps 5 to 7 and the engine (answer: wire.Parse once,
+//	               exchangeOf, enter, admit, run), shared by POST / and MCP;
+//	               liveOf, the live form a request offers
+//	exchange.go    the one place headers become an Exchange (exchangeOf,
+//	               fill: metadata, identity, trace context, timeout)
+//	metadata.go    which headers travel as metadata, and their size
+//	deadline.go    the timeout headers
+//	reply.go       the replies' writers: writeReply (and the backend's
+//	               response headers, writeCapture), JSON, pooled buffers
+//	challenge.go   the auth types, the Bearer challenge of a 401
+//	resource.go    the protected resource metadata of RFC 9728
+//	limits.go      the front door's state: slots, rate limiters, counts
+//	tally.go       counts per client or connection (clientKey)
+//	compress.go    gzip both ways
+//	live.go        POST / handed to package live (serveLive)
+//	ws.go          GET /ws up to the upgrade: its connection slots
+//	ws_front.go    the front door of each WebSocket frame (ws.Front)
+//	mcp_http.go    /mcp's route: steps 1 to 4, then the SDK's handler
+//	mcp_engine.go  the mcp.Engine: a tool call through answer; progress
+//	lifecycle.go   Drain, then Shutdown
+//	observe.go     the metrics' types
+//	readiness.go   the probes' details
+//
+// # How to read a walk
+//
+// Each walk below follows one request, file by file, in the order the
+// flow first enters each file, and names each file once: its line says
+// all the flow does there, calls that return to it included (a small
+// helper it calls is named in its line). A method of an interface that a
+// file below calls back (a Sink's Send, a Streams' Stream, a Guard's
+// Allow) is on the line of the file that implements it. Refusals leave
+// a walk at the step that refuses; front.go says what each answers.
 //
 // # One unary call over POST /
 //
-//	http.go      ServeHTTP → origin.go checkOrigin (rules; front.go
-//	             refuseOrigin: 403)
-//	front.go     front (request id; authenticate: 401) → serveRPC →
-//	             readBody (startReading: 429; 413, 408) → answer:
-//	             wire.Parse, the body's one look (-32700, -32600) →
-//	             exchangeOf (exchange.go fill: metadata, timeout; 400,
-//	             431) → enter (429) → admit (rate limit: 429) → run
-//	             (capturing the response metadata when response headers
-//	             are configured)
-//	dispatch     Run → single: prepare (resolve; Guard.Allow: auth;
-//	             params → backend.Call) → execute (deadline; Invoker.Invoke)
-//	backend      direct: internal/unary writes the frames and reads the reply;
-//	             grpc-go: rawCodec passes the wire bytes; Status for failures
-//	dispatch     finish (result or error) → settle (MaxResponseBytes;
-//	             Guard.Done: observe, metrics and the log line); Run
-//	             returns the reply and the call's ResponseMetadata
-//	front.go     writeReply: writeCapture (those response headers) → 200
-//	             or 204
+//	http.go          ServeHTTP: origin.go's checkOrigin (step 1; 403), then
+//	                 the route: front.go's front and serveRPC (a client
+//	                 that accepts gzip through compress.go's handler)
+//	front.go         front: the request id, authenticate (step 2: 401, 503;
+//	                 challenge.go); serveRPC: startReading (3: tally.go's
+//	                 clientKey; 429), readBody (4: 413, 415, 408); answer;
+//	                 writeReply once answer returns
+//	answer.go        answer: wire.Parse, the body's one look (one call or a
+//	                 batch; -32700, -32600); exchangeOf (5); enter (6: 429);
+//	                 admit (7: the rate limiter, 429); liveOf (no live form);
+//	                 server.go's run
+//	exchange.go      exchangeOf, fill: the forwarded metadata (metadata.go:
+//	                 400, 431), the timeout asked (deadline.go), identity,
+//	                 request id, trace context, x-forwarded-for
+//	server.go        run: dispatch.Engine.Run
+//	dispatch         call.go: Run → single: begin; prepare (the Table's
+//	                 method; the guards' Allow: auth, observe; params →
+//	                 backend.Call); execute (engine.go's deadline, capped
+//	                 once; Invoker.Invoke); finish (result or error);
+//	                 settle (MaxResponseBytes; Guard.Done: the metrics and
+//	                 the log line)
+//	backend          direct: internal/unary writes the frames and reads the
+//	                 reply; grpc-go: rawCodec passes the wire bytes; the
+//	                 pool's picker on both; Status for failures
+//	reply.go         writeReply: the backend's response headers
+//	                 (writeCapture), then 200, or 204 for notifications,
+//	                 within ReplyTimeout
 //
 // # One batch
 //
-// The same walk to dispatch.Run, then batch: every member is prepared once,
-// in order; unary members of a direct backend start in Groups that leave in
-// one write, the others run on BatchParallelism workers; each finishes and
-// settles like a single call against the batch's shared budget, and the
-// replies are joined in member order.
+// The same walk to dispatch.Run, then batch (call.go): every member is
+// prepared once, in order; unary members of a direct backend start in
+// Groups that leave in one write, the others run on BatchParallelism
+// workers; each finishes and settles like a single call against the
+// batch's shared budget (budget.go), and the replies are joined in member
+// order for reply.go to write.
 //
 // # One stream answered live over POST /
 //
-// The walk of a unary call through answer's admit; then
-//
-//	live.go      liveOf (a single call with an id whose Accept asks for
-//	             text/event-stream or NDJSON) → serveLive
-//	bridge/live  Serve: Exchange.Streams is the request's stream;
-//	             Front.Run (the engine's) on the handler's goroutine
-//	dispatch     Run → single: prepare (guards; Streams.Stream: Live for
-//	             a server or bidi stream, the one place a call is live;
-//	             params) → execute (deadline: StreamTimeout) → live
-//	             (live.go): Opener.Open, OpenStream (stream.go), Pump:
-//	             Waiter.Wait for room (Outbox, outbox.go: stream_buffer,
-//	             ..._bytes, SLOW_CLIENT after slow_client_timeout), each
-//	             response to Sink.Send → finish ({"messages": N} or the
-//	             error) → settle (Guard.Done: the log line, at the end)
-//	bridge/live  Open started the writer, the stream's one goroutine:
-//	             the 200 and its head, each message framed (SSE event,
-//	             NDJSON line) and flushed, keepalives while idle, and the
-//	             reply last, which Serve gives it; a call answered before
-//	             its stream opened comes back to serveLive, written as any
+//	http.go          ServeHTTP, as for a unary call
+//	front.go         front and serveRPC, as for a unary call, but answer
+//	                 comes back with the live form and no reply: serveLive
+//	answer.go        answer as for a unary call up to admit; liveOf (a
+//	                 single call with an id whose Accept asks for
+//	                 text/event-stream or NDJSON, live/form.go's Accept)
+//	                 returns before run
+//	exchange.go      exchangeOf, fill, as for a unary call
+//	live.go          serveLive: the message to package live; a call the
+//	                 engine answers before its stream opens comes back to
+//	                 serveRPC, which writes it as any (reply.go)
+//	live/server.go   Serve: the request's stream is Exchange.Streams;
+//	                 Front.Run on the handler's goroutine; the reply, once
+//	                 the engine returns, handed to the stream's writer
+//	server.go        liveFront.Run: the engine (run's capture of headers)
+//	dispatch         call.go: Run → single → prepare (Streams.Stream)
+//	                 → execute (engine.go's deadline: StreamTimeout) →
+//	                 live.go's live: Opener.Open, then stream.go's
+//	                 OpenStream (grpc-go's NewStream, the requests, the
+//	                 half-close) and Pump (Waiter.Wait for room in the
+//	                 Outbox, outbox.go: stream_buffer, ..._bytes,
+//	                 SLOW_CLIENT after slow_client_timeout; each response
+//	                 to Sink.Send) → finish ({"messages": N} or the error)
+//	                 → settle (Guard.Done: the log line, at the end)
+//	live/stream.go   the stream: Stream (Live for a server or bidi stream:
+//	                 the one place a call is live), Open (the writer
+//	                 starts, the stream's one goroutine: the 200 and its
+//	                 head), Send (into its Outbox), Wait; write: each
+//	                 message framed (form.go: SSE event, NDJSON line) and
+//	                 flushed, keepalives while idle, the reply last
 //
 // # One WebSocket stream
 //
-//	http.go      ServeHTTP → front → ws.go serveWS (fill, 431, connection
-//	             counts) → ws.Server.Serve (upgrade)
-//	ws/conn.go   serve: per frame wire.Parse once, slots → frame.go
-//	             dispatch (rpc.stream.* frames in the reader, in order;
-//	             others in a goroutine, after ws.Front's in-flight slot and
-//	             rate limit) → ws.Front.Run (ws.go)
-//	dispatch     Run → prepare → Exchange.Streams.Stream (the frame's:
-//	             Detach) → Detacher.Detach
-//	ws/stream.go open: dispatch's OpenStream (stream.go; its sender feeds
-//	             rpc.stream.send's messages, Next), then recv (Pump into
-//	             the stream: rpc.stream.message into its Outbox, then
-//	             rpc.stream.end) and pump (writes the Outbox to the socket)
-//	ws/control.go answers rpc.stream.send, close and cancel
-//	             (Detacher.Control).
+//	http.go          ServeHTTP: checkOrigin, then front.go's front and
+//	                 ws.go's serveWS
+//	front.go         front: the request id, authenticate (401)
+//	ws.go            serveWS: exchangeOf (exchange.go: the Exchange of
+//	                 every frame; 431), openWS (the connection slots:
+//	                 tally.go; 429) → ws.Server.Serve
+//	exchange.go      exchangeOf, fill, as for POST /
+//	ws/conn.go       Serve (the upgrade), serve: per frame wire.Parse once,
+//	                 the connection's call slots
+//	ws/frame.go      dispatch: rpc.stream.* frames in the reader, in order;
+//	                 others in a goroutine, after ws.Front's Enter and Admit
+//	                 → Run; reply (bounded by ws_buffer_bytes)
+//	ws_front.go      wsFront: Enter (answer.go's enter: the in-flight
+//	                 slot), Admit (admit: the rate limit), Run (server.go's
+//	                 run)
+//	dispatch         call.go: Run → single → prepare (Streams.Stream: the
+//	                 frame's, Detach) → Detacher.Detach
+//	ws/stream.go     Stream (Detach), Detach → open: dispatch's OpenStream
+//	                 (stream.go; its sender takes rpc.stream.send's
+//	                 messages, Next), then recv (Pump into the stream:
+//	                 rpc.stream.message into its Outbox, outbox.go, then
+//	                 rpc.stream.end) and pump (the Outbox to the socket)
+//	ws/control.go    rpc.stream.send, close and cancel (Detacher.Control)
 //
 // # One MCP tool call
 //
-//	http.go      ServeHTTP → origin.go checkOrigin (403) → serveMCP
-//	mcp_engine.go serveMCP: front (authenticate: 401), the body-read slot
-//	             (429) → the SDK's handler (bridge/mcp)
-//	mcp          tools/call → call.go handler: the JSON-RPC request of the
-//	             tool → Engine.Call (or Stream)
-//	mcp_engine.go run: the caller serveMCP stored (its front door's
-//	             exchange) → answer
-//	front.go     answer: wire.Parse → exchangeOf → enter → admit → run, as
-//	             for POST /; a refusal comes back as its JSON-RPC error
-//	dispatch     Run, as for POST /
-//	mcp          call.go result: the reply as the tool's result
+//	http.go          ServeHTTP: checkOrigin (403), then mcp_http.go's
+//	                 serveMCP
+//	mcp_http.go      serveMCP: front.go's front (authenticate: 401) and,
+//	                 for a POST, startReading (429) under body_timeout; the
+//	                 caller kept for the request's tool calls; the SDK's
+//	                 handler (bridge/mcp)
+//	front.go         front, startReading (steps 2, 3)
+//	mcp              server.go: Handler (the SDK's Streamable HTTP, the
+//	                 session bound to its caller) → tools/call → call.go's
+//	                 handler: the JSON-RPC request of the tool →
+//	                 Engine.Call (or Stream); result: the reply as the
+//	                 tool's result
+//	mcp_engine.go    mcpEngine.Call → run: the caller serveMCP kept, its
+//	                 body bounded as POST /'s → answer.go's answer
+//	answer.go        answer: wire.Parse → exchangeOf → enter → admit →
+//	                 server.go's run, as for POST /; a refusal comes back as
+//	                 its JSON-RPC error
+//	exchange.go      exchangeOf, fill, as for POST /
+//	server.go        run
+//	dispatch         Run, as for POST /
 //
 // # The lifecycle
 //

@@ -15,17 +15,20 @@ package bridge
 //	 4. body           readBody: 413 body_too_large, 415 and 400
 //	                   bad_encoding, 408 body_timeout, 400 unreadable_body
 //
-// and then, in answer, which POST / and MCP's tool calls share, once
-// wire.Parse has examined the body (one call or a batch):
+// and then, in answer (answer.go), which POST / and MCP's tool calls
+// share, once wire.Parse has examined the body (one call or a batch):
 //
-//	 5. headers        exchangeOf (exchange.go fills the Exchange): 400
-//	                   bad_header, 431 metadata_too_large        (and GET /ws)
+//	 5. headers        exchangeOf (exchange.go, which fills the Exchange):
+//	                   400 bad_header, 431 metadata_too_large (and GET /ws)
 //	 6. in-flight slot enter: 429 in_flight, and rate_limit when the
 //	                   caller's limit is spent already
 //	 7. rate limit     admit, for the calls of the message: 429 rate_limit
 //
-// GET /ws takes its connection slots (openWS: 429 ws_connections) after
-// step 5, and each of its frames steps 6 and 7 (ws.go's wsFront).
+// Every refusal is written by refuse and counted and logged by refused,
+// below. GET /ws takes its connection slots (ws.go's openWS: 429
+// ws_connections) after step 5, and each of its frames steps 6 and 7
+// (ws_front.go). /mcp takes steps 1 to 4 per request (mcp_http.go) and
+// 5 to 7 per tool call (mcp_engine.go's run, through answer).
 
 import (
 	"bytes"
