@@ -230,20 +230,6 @@ func dialBackend(t testing.TB, addr string, direct bool) *backend.Conn {
 	return d
 }
 
-// newEnvGRPCGo is newEnv(t, opts, onBufconn()), kept for the live and
-// stream tests until they move (issue 30).
-func newEnvGRPCGo(t testing.TB, opts bridge.Options) *env {
-	t.Helper()
-	return newEnv(t, opts, onBufconn())
-}
-
-// newEnvWith is newEnv(t, opts, withServer(serverOpts...)), kept for the
-// live tests until they move (issue 30).
-func newEnvWith(t testing.TB, opts bridge.Options, serverOpts ...grpc.ServerOption) *env {
-	t.Helper()
-	return newEnv(t, opts, withServer(serverOpts...))
-}
-
 // post sends body to POST / and returns the status and the reply body.
 func (e *env) post(t testing.TB, body string) (int, []byte) {
 	t.Helper()

@@ -275,7 +275,7 @@ func newEnvPath(t testing.TB, opts bridge.Options, direct bool) *env {
 	if direct {
 		return newEnv(t, opts)
 	}
-	return newEnvGRPCGo(t, opts)
+	return newEnv(t, opts, onBufconn())
 }
 
 // sendClock records when the backend sent each note of a stream, as a

@@ -71,7 +71,7 @@ http {
 func TestLiveNginx(t *testing.T) {
 	checkLeaks(t)
 	clock := new(sendClock)
-	e := newEnvWith(t, bridge.Options{Streaming: bridge.Streaming{StreamKeepalive: -1}, Limits: bridge.Limits{CallTimeout: 10 * time.Second}}, grpc.StreamInterceptor(clock.intercept))
+	e := newEnv(t, bridge.Options{Streaming: bridge.Streaming{StreamKeepalive: -1}, Limits: bridge.Limits{CallTimeout: 10 * time.Second}}, withServer(grpc.StreamInterceptor(clock.intercept)))
 	upstream := strings.TrimPrefix(e.url, "http://")
 	urls := startNginx(t, upstream,
 		"# nginx's defaults: proxy_buffering on, HTTP/1.0 to the upstream",

@@ -78,7 +78,7 @@ const liveLatency = 50 * time.Millisecond
 func TestLiveLatency(t *testing.T) {
 	checkLeaks(t)
 	clock := new(sendClock)
-	e := newEnvWith(t, bridge.Options{}, grpc.StreamInterceptor(clock.intercept))
+	e := newEnv(t, bridge.Options{}, withServer(grpc.StreamInterceptor(clock.intercept)))
 	notes := demov1.NewNotesClient(e.conn)
 	n := 0
 	var worst time.Duration
