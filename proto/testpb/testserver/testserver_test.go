@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/helloworld"
+	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/await"
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/testserver"
 	testv1 "github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/proto/testpb/v1"
 )
@@ -127,11 +128,11 @@ func TestRestart(t *testing.T) {
 	}
 	b.Restart(testserver.Test(testv1.NewServer()))
 	// A call may still meet the stopped server's connection: Unavailable.
-	err := greet()
-	for i := 0; status.Code(err) == codes.Unavailable && i < 100; i++ {
-		time.Sleep(10 * time.Millisecond)
+	var err error
+	await.Until(t, 10*time.Second, "a call past the stopped server's connection", func() bool {
 		err = greet()
-	}
+		return status.Code(err) != codes.Unavailable
+	})
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("restarted without Greeter: got %v, want Unimplemented", err)
 	}
