@@ -289,6 +289,17 @@ func TestBatchSpread(t *testing.T) {
 		t.Run(balance, func(t *testing.T) {
 			c := dialFleet(t, f, directPath, backend.Options{Balance: balance}, 4)
 			inv := backend.For(c)
+			// dialFleet awaits 4 addresses ready, as /readyz reports them; the
+			// picker's view is rebuilt just after an address turns ready, so
+			// the batch waits for single calls to have reached all 4 (it
+			// failed once in CI with 3: 33, 34 and 33 of its calls).
+			reached := map[string]bool{}
+			await.Until(t, 10*time.Second, "single calls on all 4 addresses", func() bool {
+				if addr, err := sayHello(t.Context(), inv); err == nil {
+					reached[addr] = true
+				}
+				return len(reached) == 4
+			})
 			var g backend.Group
 			calls := make([]*backend.Call, 100)
 			for i := range calls {
