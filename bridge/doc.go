@@ -63,37 +63,45 @@
 //
 // # How to read a walk
 //
-// Each walk below follows one request, file by file, in the order the
-// flow first enters each file, and names each file once: its line says
-// all the flow does there, calls that return to it included (a small
-// helper it calls is named in its line). A method of an interface that a
-// file below calls back (a Sink's Send, a Streams' Stream, a Guard's
-// Allow) is on the line of the file that implements it. Refusals leave
-// a walk at the step that refuses; front.go says what each answers.
+// Each walk below follows one request on its success path, file by file,
+// in the order the flow first enters each file, and gives each file one
+// line: all the flow does there, calls that return to it included. A
+// line may name a function of another file it calls; that file's own
+// line says what happens in it (a small helper is only named). A method
+// of an interface that a file below calls back (a Sink's Send, a
+// Streams' Stream, a Guard's Allow) is on the line of the file that
+// implements it. A refusal leaves the walk at the step that refuses;
+// front.go lists what each step answers.
 //
 // # One unary call over POST /
 //
 //	http.go          ServeHTTP: origin.go's checkOrigin (step 1; 403), then
 //	                 the route: front.go's front and serveRPC (a client
-//	                 that accepts gzip through compress.go's handler)
-//	front.go         front: the request id, authenticate (step 2: 401, 503;
-//	                 challenge.go); serveRPC: startReading (3: tally.go's
-//	                 clientKey; 429), readBody (4: 413, 415, 408); answer;
-//	                 writeReply once answer returns
+//	                 that accepts gzip: through compress.go's handler)
+//	front.go         front: the request id, authenticate (step 2, auth's
+//	                 Authenticate: 401 with challenge.go's challenge, 503);
+//	                 serveRPC: 405 unless POST; readBody (413 by
+//	                 Content-Length; tally.go's clientKey and startReading,
+//	                 step 3: 429; compress.go's bodyReader; step 4: 413,
+//	                 415, 400, 408); answer; once it returns, writeReply
 //	answer.go        answer: wire.Parse, the body's one look (one call or a
-//	                 batch; -32700, -32600); exchangeOf (5); enter (6: 429);
-//	                 admit (7: the rate limiter, 429); liveOf (no live form);
-//	                 server.go's run
+//	                 batch); exchangeOf (5); enter (6: 429); a parse error
+//	                 (-32700, -32600) is answered here, without admit;
+//	                 admit (7: the rate limiter, 429); liveOf (no live
+//	                 form); server.go's run
 //	exchange.go      exchangeOf, fill: the forwarded metadata (metadata.go:
-//	                 400, 431), the timeout asked (deadline.go), identity,
-//	                 request id, trace context, x-forwarded-for
+//	                 400, 431), the timeout asked (deadline.go: 400),
+//	                 identity, request id, trace context, x-forwarded-for
 //	server.go        run: dispatch.Engine.Run
-//	dispatch         call.go: Run → single: begin; prepare (the Table's
-//	                 method; the guards' Allow: auth, observe; params →
-//	                 backend.Call); execute (engine.go's deadline, capped
-//	                 once; Invoker.Invoke); finish (result or error);
-//	                 settle (MaxResponseBytes; Guard.Done: the metrics and
-//	                 the log line)
+//	dispatch         call.go: Run → single: begin (Guard.Begin); prepare
+//	                 (the Table's method; Guard.Allow; params →
+//	                 backend.Call through mapping's Codec); execute
+//	                 (engine.go's deadline, capped once; Invoker.Invoke);
+//	                 finish (the result through mapping, or the error);
+//	                 settle (MaxResponseBytes; Guard.Done)
+//	auth             guard.go: Allow (may the caller call the method)
+//	observe          observer.go: Begin (calls in flight), Done (the
+//	                 metrics and the access log line)
 //	backend          direct: internal/unary writes the frames and reads the
 //	                 reply; grpc-go: rawCodec passes the wire bytes; the
 //	                 pool's picker on both; Status for failures
@@ -105,7 +113,8 @@
 //
 // The same walk to dispatch.Run, then batch (call.go): every member is
 // prepared once, in order; unary members of a direct backend start in
-// Groups that leave in one write, the others run on BatchParallelism
+// Groups of at most BatchParallelism, in which the calls picked for one
+// address leave in one write; the others run on BatchParallelism
 // workers; each finishes and settles like a single call against the
 // batch's shared budget (budget.go), and the replies are joined in member
 // order for reply.go to write.
@@ -117,8 +126,9 @@
 //	                 comes back with the live form and no reply: serveLive
 //	answer.go        answer as for a unary call up to admit; liveOf (a
 //	                 single call with an id whose Accept asks for
-//	                 text/event-stream or NDJSON, live/form.go's Accept)
-//	                 returns before run
+//	                 text/event-stream, application/x-ndjson or
+//	                 application/jsonl: live/form.go's Accept) returns
+//	                 before run
 //	exchange.go      exchangeOf, fill, as for a unary call
 //	live.go          serveLive: the message to package live; a call the
 //	                 engine answers before its stream opens comes back to
@@ -126,7 +136,8 @@
 //	live/server.go   Serve: the request's stream is Exchange.Streams;
 //	                 Front.Run on the handler's goroutine; the reply, once
 //	                 the engine returns, handed to the stream's writer
-//	server.go        liveFront.Run: the engine (run's capture of headers)
+//	server.go        liveFront.Run: dispatch.Engine.Run, with the response
+//	                 headers captured as run does for POST /
 //	dispatch         call.go: Run → single → prepare (Streams.Stream)
 //	                 → execute (engine.go's deadline: StreamTimeout) →
 //	                 live.go's live: Opener.Open, then stream.go's
@@ -147,55 +158,71 @@
 //
 //	http.go          ServeHTTP: checkOrigin, then front.go's front and
 //	                 ws.go's serveWS
-//	front.go         front: the request id, authenticate (401)
-//	ws.go            serveWS: exchangeOf (exchange.go: the Exchange of
-//	                 every frame; 431), openWS (the connection slots:
-//	                 tally.go; 429) → ws.Server.Serve
+//	front.go         front: the request id, authenticate (401, 503)
+//	ws.go            serveWS: 405 unless GET, 426 without the upgrade
+//	                 headers; exchangeOf (exchange.go: the Exchange of
+//	                 every frame; 400, 431), openWS (the connection slots:
+//	                 tally.go; 429) → ws.Server.Serve, with auth's Hold
 //	exchange.go      exchangeOf, fill, as for POST /
-//	ws/conn.go       Serve (the upgrade), serve: per frame wire.Parse once,
-//	                 the connection's call slots
-//	ws/frame.go      dispatch: rpc.stream.* frames in the reader, in order;
-//	                 others in a goroutine, after ws.Front's Enter and Admit
-//	                 → Run; reply (bounded by ws_buffer_bytes)
-//	ws_front.go      wsFront: Enter (answer.go's enter: the in-flight
-//	                 slot), Admit (admit: the rate limit), Run (server.go's
-//	                 run)
+//	ws/conn.go       Serve: shutdown.go's conns.add (503 once shutting
+//	                 down), the upgrade, hold (1008 once the credentials no
+//	                 longer hold); serve (shutdown.go's keepAlive: pings):
+//	                 per frame wire.Parse once, the connection's call slots
+//	ws/frame.go      dispatch: rpc.stream.* frames in the reader, in order
+//	                 (ws.Front's Admit, Run); others: Enter in the reader,
+//	                 then in a goroutine Admit → Run; reply (bounded by
+//	                 ws_buffer_bytes), which marks a new stream's reply
+//	                 written
+//	ws_front.go      wsFront: Enter (answer.go's takeSlot: the in-flight
+//	                 slot; a refusal counted), Admit (answer.go's admit:
+//	                 the rate limit), Run (server.go's run)
 //	dispatch         call.go: Run → single → prepare (Streams.Stream: the
-//	                 frame's, Detach) → Detacher.Detach
+//	                 frame's, Detach) → Detacher.Detach → settle
+//	                 (Guard.Done: the stream's opening)
 //	ws/stream.go     Stream (Detach), Detach → open: dispatch's OpenStream
 //	                 (stream.go; its sender takes rpc.stream.send's
-//	                 messages, Next), then recv (Pump into the stream:
+//	                 messages, Next); once frame.go's reply with the
+//	                 stream's id is written, recv (Pump into the stream:
 //	                 rpc.stream.message into its Outbox, outbox.go, then
-//	                 rpc.stream.end) and pump (the Outbox to the socket)
-//	ws/control.go    rpc.stream.send, close and cancel (Detacher.Control)
+//	                 rpc.stream.end) and pump (the Outbox to the socket);
+//	                 Control (Detacher's) → control.go
+//	ws/control.go    control: rpc.stream.send, close and cancel
 //
 // # One MCP tool call
 //
 //	http.go          ServeHTTP: checkOrigin (403), then mcp_http.go's
 //	                 serveMCP
-//	mcp_http.go      serveMCP: front.go's front (authenticate: 401) and,
-//	                 for a POST, startReading (429) under body_timeout; the
-//	                 caller kept for the request's tool calls; the SDK's
-//	                 handler (bridge/mcp)
-//	front.go         front, startReading (steps 2, 3)
-//	mcp              server.go: Handler (the SDK's Streamable HTTP, the
-//	                 session bound to its caller) → tools/call → call.go's
-//	                 handler: the JSON-RPC request of the tool →
-//	                 Engine.Call (or Stream); result: the reply as the
-//	                 tool's result
-//	mcp_engine.go    mcpEngine.Call → run: the caller serveMCP kept, its
-//	                 body bounded as POST /'s → answer.go's answer
+//	mcp_http.go      serveMCP: 404 when MCP is off; front.go's front; the
+//	                 caller kept for the request's tool calls; for a
+//	                 request with a body, startReading (429) and
+//	                 body_timeout; mcp_engine.go's MCP (made on first
+//	                 use) and its Handler
+//	front.go         front (the request id; authenticate: 401, 503),
+//	                 startReading
+//	mcp_engine.go    MCP: the mcp.Server of the Catalog; then, as the SDK
+//	                 calls back its mcp.Engine: Owner (the session's
+//	                 caller), Hold, InsufficientScope (403), May (the
+//	                 tools it may list and call); Call (or Stream, whose
+//	                 messages go to mcpProgress) → run: the caller
+//	                 serveMCP kept, 413 over max_body_bytes, answer.go's
+//	                 answer; a refusal becomes its JSON-RPC error (refused)
+//	mcp              server.go: Handler (the SDK's Streamable HTTP, which
+//	                 reads the body under max_body_bytes; the session
+//	                 bound to its caller) → tools/call → call.go's handler:
+//	                 the JSON-RPC request of the tool → Engine.Call;
+//	                 result: the reply as the tool's result
 //	answer.go        answer: wire.Parse → exchangeOf → enter → admit →
-//	                 server.go's run, as for POST /; a refusal comes back as
-//	                 its JSON-RPC error
+//	                 server.go's run, as for POST /
 //	exchange.go      exchangeOf, fill, as for POST /
 //	server.go        run
 //	dispatch         Run, as for POST /
 //
 // # The lifecycle
 //
-// lifecycle.go: Drain (readiness 503, Connection: close, live streams
-// ended), then Shutdown(ctx, fronts...): the front servers stop accepting
+// lifecycle.go: Drain sets the bridge draining (http.go then answers
+// /readyz 503 and closes HTTP/1 connections after their reply) and ends
+// the live streams with DRAINING (live/server.go's Drain); then
+// Shutdown(ctx, fronts...): the front servers stop accepting
 // and finish their requests (MCP sessions closed as they stop accepting),
 // while the WebSocket connections close as their calls end. cmd's serve
 // drains, waits shutdown_delay, then calls Shutdown with its front server.

@@ -2,9 +2,10 @@ package bridge
 
 // This file is the front door: the admission steps a JSON-RPC request
 // passes, in order, each with its refusal and the count it is logged and
-// counted under (refused) beside it. ServeHTTP runs the first two for
-// every route, the route the others; serveRPC, below, is POST /'s walk
-// through them:
+// counted under (refused) beside it. Step 1 runs in ServeHTTP for every
+// route (it acts on /, /ws, /openrpc.json and /mcp); step 2, front, for
+// those four (from ServeHTTP, compress.go's handlers or serveMCP); the
+// route the others. serveRPC, below, is POST /'s walk through them:
 //
 //	 1. Host, Origin   checkOrigin (origin.go's rules), refuseOrigin: 403
 //	                   host_not_allowed, origin_not_allowed; a listed
@@ -24,11 +25,18 @@ package bridge
 //	                   caller's limit is spent already
 //	 7. rate limit     admit, for the calls of the message: 429 rate_limit
 //
-// Every refusal is written by refuse and counted and logged by refused,
-// below. GET /ws takes its connection slots (ws.go's openWS: 429
-// ws_connections) after step 5, and each of its frames steps 6 and 7
-// (ws_front.go). /mcp takes steps 1 to 4 per request (mcp_http.go) and
-// 5 to 7 per tool call (mcp_engine.go's run, through answer).
+// A refusal of these steps is written by refuse and counted and logged
+// by refused, below (so are the 405s of a wrong method; GET /ws's 426
+// is counted and logged by refused, written by ws.go), but for two
+// transports that answer in their own
+// form: a WebSocket frame's refusal (steps 6 and 7, ws_front.go) is a
+// JSON-RPC error on the socket and only counted, and an MCP tool call's
+// (steps 5 to 7) is the tool call's JSON-RPC error, counted and logged
+// by mcp_engine.go's refused. GET /ws takes its connection slots (ws.go's
+// openWS: 429 ws_connections) after step 5. /mcp takes steps 2 and 3 and
+// body_timeout per request (mcp_http.go; the SDK reads the body, under
+// max_body_bytes), and 5 to 7 per tool call (mcp_engine.go's run,
+// through answer).
 
 import (
 	"bytes"
