@@ -207,6 +207,9 @@ func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMes
 	var peer string
 	if c := e.caller(h); c != nil {
 		peer = c.r.RemoteAddr
+		if c.x != nil {
+			x.RequestID = c.x.RequestID // the id the MCP request's reply names (front)
+		}
 	}
 	if onMessage != nil {
 		x.Streams = mcpProgress(onMessage)

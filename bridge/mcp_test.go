@@ -1007,3 +1007,50 @@ func TestMCPSDKRepliesInJSONRPC(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPRequestIDOfItsRequest: a tool call whose MCP request sends no
+// X-Request-Id carries to the backend the id the bridge made for that
+// request, the one its reply's X-Request-Id names (it carried a second,
+// made anew, before).
+func TestMCPRequestIDOfItsRequest(t *testing.T) {
+	t.Parallel()
+	rec := new(recorder)
+	e := newEnv(t, bridge.Options{}, recording(rec))
+	var mu sync.Mutex
+	var ids []string // X-Request-Id of each POST /mcp reply
+	hc := &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err == nil && r.Method == http.MethodPost {
+			mu.Lock()
+			ids = append(ids, resp.Header.Get(bridge.RequestIDHeader))
+			mu.Unlock()
+		}
+		return resp, err
+	})}
+	client := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	cs, err := client.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	rec.take()
+	mu.Lock()
+	before := len(ids)
+	mu.Unlock()
+	r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "test_v1_TestService_Peek", Arguments: json.RawMessage(`{"key":"id"}`)})
+	if err != nil || r.IsError {
+		t.Fatalf("%v %+v", err, r)
+	}
+	calls := rec.take()
+	if len(calls) != 1 {
+		t.Fatalf("the backend saw %+v", calls)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != before+1 || ids[before] == "" {
+		t.Fatalf("the tools/call POST's replies named ids %v", ids[before:])
+	}
+	if got := calls[0].md.Get("x-request-id"); len(got) != 1 || got[0] != ids[before] {
+		t.Errorf("the backend's x-request-id = %v, want the reply's %s", got, ids[before])
+	}
+}
