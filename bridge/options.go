@@ -204,55 +204,27 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if o.MaxMetadataBytes <= 0 {
-		o.MaxMetadataBytes = DefaultMaxMetadataBytes
-	}
-	if o.MaxBatchSize <= 0 {
-		o.MaxBatchSize = DefaultMaxBatchSize
-	}
-	if o.BatchParallelism <= 0 {
-		o.BatchParallelism = DefaultBatchParallelism
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
+	positive(&o.MaxBodyBytes, DefaultMaxBodyBytes)
+	positive(&o.MaxMetadataBytes, DefaultMaxMetadataBytes)
+	positive(&o.MaxBatchSize, DefaultMaxBatchSize)
+	positive(&o.BatchParallelism, DefaultBatchParallelism)
+	positive(&o.CallTimeout, DefaultCallTimeout)
 	if o.MaxCallTimeout < o.CallTimeout {
 		o.MaxCallTimeout = o.CallTimeout
 	}
-	if o.MaxStreamMessages <= 0 {
-		o.MaxStreamMessages = DefaultMaxStreamMessages
-	}
-	if o.MaxStreamBytes <= 0 {
-		o.MaxStreamBytes = DefaultMaxStreamBytes
-	}
-	if o.WSMaxMessageBytes <= 0 {
-		o.WSMaxMessageBytes = o.MaxBodyBytes
-	}
-	if o.StreamBuffer <= 0 {
-		o.StreamBuffer = DefaultStreamBuffer
-	}
-	if o.StreamBufferBytes <= 0 {
-		o.StreamBufferBytes = DefaultStreamBufferBytes
-	}
-	if o.WSBufferBytes <= 0 {
-		o.WSBufferBytes = DefaultWSBufferBytes
-	}
-	if o.SlowClientTimeout <= 0 {
-		o.SlowClientTimeout = DefaultSlowClientTimeout
-	}
-	if o.MaxStreamsPerConnection <= 0 {
-		o.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
-	}
-	if o.MaxCallsPerConnection <= 0 {
-		o.MaxCallsPerConnection = DefaultMaxCallsPerConnection
-	}
-	if o.WSPingInterval == 0 {
+	positive(&o.MaxStreamMessages, DefaultMaxStreamMessages)
+	positive(&o.MaxStreamBytes, DefaultMaxStreamBytes)
+	positive(&o.WSMaxMessageBytes, o.MaxBodyBytes)
+	positive(&o.StreamBuffer, DefaultStreamBuffer)
+	positive(&o.StreamBufferBytes, DefaultStreamBufferBytes)
+	positive(&o.WSBufferBytes, DefaultWSBufferBytes)
+	positive(&o.SlowClientTimeout, DefaultSlowClientTimeout)
+	positive(&o.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection)
+	positive(&o.MaxCallsPerConnection, DefaultMaxCallsPerConnection)
+	if o.WSPingInterval == 0 { // negative: off
 		o.WSPingInterval = DefaultWSPingInterval
 	}
-	if o.StreamKeepalive == 0 {
+	if o.StreamKeepalive == 0 { // negative: off
 		o.StreamKeepalive = DefaultStreamKeepalive
 	}
 	if o.StreamTimeout < 0 {
@@ -268,35 +240,22 @@ func (o Options) withDefaults() Options {
 		o.IdentityMetadataKey = DefaultIdentityMetadataKey
 	}
 	o.IdentityMetadataKey = strings.ToLower(o.IdentityMetadataKey)
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = DefaultMaxInFlight
-	}
-	if o.RateBurst <= 0 {
-		o.RateBurst = DefaultRateBurst(o.RateLimit, o.MaxBatchSize)
-	}
-	if o.MaxResponseBytes <= 0 {
-		o.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	for _, d := range [...]struct {
-		v   *time.Duration
-		def time.Duration
-	}{{&o.BodyTimeout, DefaultBodyTimeout}, {&o.ReplyTimeout, DefaultReplyTimeout}} {
-		if *d.v <= 0 {
-			*d.v = d.def
-		}
-	}
-	for _, n := range [...]struct {
-		v   *int
-		def int
-	}{
-		{&o.MaxBodyReadsPerClient, DefaultMaxBodyReadsPerClient},
-		{&o.MaxBodyReadsPerConnection, DefaultMaxBodyReadsPerConnection},
-		{&o.MaxWSConnections, DefaultMaxWSConnections},
-		{&o.MaxWSConnectionsPerClient, DefaultMaxWSConnectionsPerClient},
-	} {
-		if *n.v <= 0 {
-			*n.v = n.def
-		}
-	}
+	positive(&o.MaxInFlight, DefaultMaxInFlight)
+	positive(&o.RateBurst, DefaultRateBurst(o.RateLimit, o.MaxBatchSize))
+	positive(&o.MaxResponseBytes, DefaultMaxResponseBytes)
+	positive(&o.BodyTimeout, DefaultBodyTimeout)
+	positive(&o.ReplyTimeout, DefaultReplyTimeout)
+	positive(&o.MaxBodyReadsPerClient, DefaultMaxBodyReadsPerClient)
+	positive(&o.MaxBodyReadsPerConnection, DefaultMaxBodyReadsPerConnection)
+	positive(&o.MaxWSConnections, DefaultMaxWSConnections)
+	positive(&o.MaxWSConnectionsPerClient, DefaultMaxWSConnectionsPerClient)
 	return o
+}
+
+// positive gives *v its default unless it is positive: a limit of zero
+// (or less) is not set.
+func positive[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
