@@ -15,7 +15,7 @@ import (
 // live over POST / end with the error 14 (DRAINING), those open and those
 // that open later, so that their clients open them again elsewhere. It
 // is the first step of a graceful shutdown and cannot be undone.
-func (s *Server) Drain() { s.guard.draining.Store(true); s.lives.drain() }
+func (s *Server) Drain() { s.guard.draining.Store(true); s.lives.Drain() }
 
 // Draining reports whether Drain was called.
 func (s *Server) Draining() bool { return s.guard.draining.Load() }

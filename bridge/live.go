@@ -14,12 +14,6 @@ import (
 	"github.com/grpc-jsonrpc-bridge/grpc-jsonrpc-bridge/bridge/wire"
 )
 
-// liveSet is the Server's streams answered live over POST /, which Drain
-// ends; New sets it up.
-type liveSet struct{ live.Server }
-
-func (l *liveSet) drain() { l.Drain() }
-
 // serveLive answers msg, the request of r that offers the live form f,
 // after serveRPC took its slot: package live streams it once its stream
 // opens (answered). A call the engine answers before, as any, comes back

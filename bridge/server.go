@@ -33,8 +33,8 @@ type Server struct {
 	observer observe.Observer
 	// origins are the Host and Origin checks and the CORS answers.
 	origins *originRules
-	mcp     mcpState // the MCP server, made on first use (mcp_engine.go)
-	lives   liveSet  // the streams answered live over POST / (live.go)
+	mcp     mcpState    // the MCP server, made on first use (mcp_engine.go)
+	lives   live.Server // the streams answered live over POST / (live.go), which Drain ends
 }
 
 // A Catalog is one discovered snapshot of the backend's methods; a
