@@ -131,10 +131,14 @@ func (e mcpEngine) caller(h http.Header) *mcpCaller {
 // authentication off, everyone may (a nil identity); with it on, a
 // request the front door has not authenticated (stdio) may not.
 func (e mcpEngine) identity(h http.Header) (*auth.Caller, bool) {
+	return e.identityOf(e.caller(h))
+}
+
+// identityOf is identity for c, what serveMCP learned of a request.
+func (e mcpEngine) identityOf(c *mcpCaller) (*auth.Caller, bool) {
 	if e.s.opts.Auth == nil {
 		return nil, true
 	}
-	c := e.caller(h)
 	if c == nil || c.x.caller() == nil {
 		return nil, false
 	}
@@ -195,21 +199,21 @@ func (e mcpEngine) Stream(ctx context.Context, h http.Header, request []byte, on
 // POST /'s are.
 func (e mcpEngine) run(ctx context.Context, h http.Header, request []byte, onMessage func(json.RawMessage)) []byte {
 	s := e.s
-	x := &exchange{}
-	x.RequestID = requestID(h.Get(RequestIDHeader))
-	id, ok := e.identity(h)
+	c := e.caller(h)
+	id, ok := e.identityOf(c)
 	if !ok {
 		return wire.AppendError(nil, wire.NullID, auth.PermissionDenied)
 	}
+	x := &exchange{}
 	if id != nil {
 		x.Caller = id
 	}
 	var peer string
-	if c := e.caller(h); c != nil {
-		peer = c.r.RemoteAddr
-		if c.x != nil {
-			x.RequestID = c.x.RequestID // the id the MCP request's reply names (front)
-		}
+	if c != nil {
+		// The id the MCP request's reply names (front), and its client.
+		x.RequestID, peer = c.x.RequestID, c.r.RemoteAddr
+	} else {
+		x.RequestID = requestID(h.Get(RequestIDHeader)) // stdio
 	}
 	if onMessage != nil {
 		x.Streams = mcpProgress(onMessage)
